@@ -1,0 +1,59 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Drivers wrap these; callers test with errors.Is.
+var (
+	ErrNotFound      = errors.New("not found")
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrConflict: the resourceVersion did not match (optimistic concurrency).
+	ErrConflict = errors.New("conflict: the resource was modified; reload and retry")
+	// ErrInvalidTransition: the lifecycle does not allow the change.
+	ErrInvalidTransition = errors.New("invalid lifecycle transition")
+	// ErrLeaseHeld: another holder has a live lease on the work item.
+	ErrLeaseHeld = errors.New("lease held by another holder")
+	// ErrLeaseLost: the caller no longer holds the lease it used.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrSchemaTooNew: the database was migrated by a newer Lethe.
+	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+	// ErrInvalid: the input is malformed (bad name, selector, JSON).
+	ErrInvalid = errors.New("invalid input")
+)
+
+// TransitionError is returned for an illegal lifecycle change.
+type TransitionError struct {
+	Key    Key
+	From   Phase
+	To     Phase
+	Reason string
+}
+
+func (e *TransitionError) Error() string {
+	msg := fmt.Sprintf("%s: cannot go from %s to %s", e.Key, e.From, e.To)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidTransition) true.
+func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
+
+// LeaseHeldError says who holds a work item's lease, and until when.
+type LeaseHeldError struct {
+	Queue     string
+	Key       string
+	Holder    string
+	ExpiresAt time.Time
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("%s %s is held by %s until %s", e.Queue, e.Key, e.Holder, e.ExpiresAt.Format(time.RFC3339))
+}
+
+// Unwrap makes errors.Is(err, ErrLeaseHeld) true.
+func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }

@@ -1,0 +1,303 @@
+package catalog
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Phase is a resource's place in the lifecycle. Purged resources have no row.
+type Phase string
+
+// The lifecycle phases of DESIGN §1.
+const (
+	PhaseActive    Phase = "Active"
+	PhaseScheduled Phase = "Scheduled"
+	PhaseDeleting  Phase = "Deleting"
+	// PhasePurged is never stored: it names the target of Purge in errors
+	// and audit entries.
+	PhasePurged Phase = "Purged"
+)
+
+// Propagation says what happens to dependents when an owner is deleted.
+type Propagation string
+
+// Propagation policies, after Kubernetes.
+const (
+	PropagationForeground Propagation = "Foreground" // default: dependents first
+	PropagationBackground Propagation = "Background"
+	PropagationOrphan     Propagation = "Orphan"
+)
+
+// OnTargetDelete says what happens to a reference when its target goes.
+type OnTargetDelete string
+
+// Reference policies, after Goten.
+const (
+	RefBlock         OnTargetDelete = "block"
+	RefUnset         OnTargetDelete = "unset"
+	RefCascade       OnTargetDelete = "cascade"
+	RefAllowDangling OnTargetDelete = "allowDangling"
+)
+
+// Well-known annotations and finalizers.
+const (
+	AnnotationDeletionDelay       = "lethe.io/deletion-delay"
+	AnnotationDeletionScheduledAt = "lethe.io/deletion-scheduled-at"
+	FinalizerCascade              = "lethe.io/cascade"
+	FinalizerDeleteActions        = "lethe.io/delete-actions"
+)
+
+// Key names a resource. Namespace is empty for cluster-scoped resources.
+type Key struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+func (k Key) String() string {
+	if k.Namespace == "" {
+		return k.Kind + "/" + k.Name
+	}
+	return k.Kind + "/" + k.Namespace + "/" + k.Name
+}
+
+// OwnerRef points from a dependent to its owner.
+type OwnerRef struct {
+	UID                string `json:"uid"`
+	Kind               string `json:"kind"`
+	Name               string `json:"name"`
+	BlockOwnerDeletion bool   `json:"blockOwnerDeletion,omitempty"`
+}
+
+// Reference points from a resource to a target it uses.
+type Reference struct {
+	Kind           string         `json:"kind"`
+	Namespace      string         `json:"namespace,omitempty"`
+	Name           string         `json:"name"`
+	UID            string         `json:"uid,omitempty"`
+	OnTargetDelete OnTargetDelete `json:"onTargetDelete"`
+}
+
+// Condition is a typed observation about a resource, e.g. DeletionStuck.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"` // "True", "False", "Unknown"
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+}
+
+// Resource is one row of the catalog.
+type Resource struct {
+	Kind        string            `json:"kind"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Name        string            `json:"name"`
+	UID         string            `json:"uid"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Owners      []OwnerRef        `json:"owners,omitempty"`
+	References  []Reference       `json:"references,omitempty"`
+	Finalizers  []string          `json:"finalizers,omitempty"`
+
+	Phase Phase `json:"phase"`
+	// DeletionDueAt is when a Scheduled resource becomes Deleting.
+	DeletionDueAt *time.Time `json:"deletionDueAt,omitempty"`
+	// DeletionTimestamp is set when the resource enters Deleting.
+	DeletionTimestamp *time.Time  `json:"deletionTimestamp,omitempty"`
+	PropagationPolicy Propagation `json:"propagationPolicy,omitempty"`
+
+	Conditions []Condition     `json:"conditions,omitempty"`
+	Spec       json.RawMessage `json:"spec,omitempty"`
+	Status     json.RawMessage `json:"status,omitempty"`
+
+	// ResourceVersion increases on every write; Update fails with
+	// ErrConflict when it does not match the stored one.
+	ResourceVersion int64     `json:"resourceVersion"`
+	CreatedAt       time.Time `json:"createdAt"`
+	UpdatedAt       time.Time `json:"updatedAt"`
+}
+
+// Key returns the resource's key.
+func (r *Resource) Key() Key { return Key{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name} }
+
+// ListOptions filters List. Zero fields do not filter.
+type ListOptions struct {
+	Kind      string
+	Namespace string
+	// LabelSelector is in Kubernetes syntax.
+	LabelSelector string
+	Phase         Phase
+	// Limit caps the page size (0: driver default, 500). Continue is the
+	// token from the previous page.
+	Limit    int
+	Continue string
+}
+
+// ListResult is one page of List.
+type ListResult struct {
+	Items []*Resource
+	// Continue is empty on the last page.
+	Continue string
+}
+
+// Transition options.
+
+// ScheduleOptions moves an Active resource to Scheduled.
+type ScheduleOptions struct {
+	Delay       time.Duration
+	Propagation Propagation
+	Actor       string
+	Reason      string
+}
+
+// DeleteOptions moves an Active or Scheduled resource to Deleting. A
+// Scheduled resource whose delay has not expired needs Force.
+type DeleteOptions struct {
+	Propagation Propagation
+	// Finalizers are added on entry to Deleting.
+	Finalizers []string
+	Force      bool
+	Actor      string
+	Reason     string
+}
+
+// PurgeOptions removes a Deleting resource whose finalizers are all gone.
+// Force purges despite remaining finalizers, and is audited as such.
+type PurgeOptions struct {
+	Force   bool
+	Actor   string
+	Reason  string
+	Details json.RawMessage
+}
+
+// Tombstone is what remains of a purged resource.
+type Tombstone struct {
+	Key      Key             `json:"key"`
+	UID      string          `json:"uid"`
+	PurgedAt time.Time       `json:"purgedAt"`
+	Actor    string          `json:"actor"`
+	Reason   string          `json:"reason,omitempty"`
+	Details  json.RawMessage `json:"details,omitempty"`
+}
+
+// AuditEntry is one append-only record of a lifecycle change or purge.
+type AuditEntry struct {
+	ID        int64           `json:"id"`
+	Time      time.Time       `json:"time"`
+	Actor     string          `json:"actor"`
+	Action    string          `json:"action"` // e.g. "create", "schedule", "undelete", "delete", "remove-finalizer", "purge", "force-purge"
+	Kind      string          `json:"kind"`
+	Namespace string          `json:"namespace,omitempty"`
+	Name      string          `json:"name"`
+	UID       string          `json:"uid"`
+	FromPhase Phase           `json:"fromPhase,omitempty"`
+	ToPhase   Phase           `json:"toPhase,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Details   json.RawMessage `json:"details,omitempty"`
+}
+
+// AuditFilter filters ListAudit. Zero fields do not filter.
+type AuditFilter struct {
+	Kind  string
+	Name  string
+	UID   string
+	Since time.Time
+	Limit int
+}
+
+// EventType is the type of a change feed event.
+type EventType string
+
+// Change feed event types.
+const (
+	EventAdded   EventType = "ADDED"
+	EventUpdated EventType = "UPDATED"
+	EventDeleted EventType = "DELETED"
+)
+
+// Event is one change. Version is the resourceVersion the change produced;
+// for DELETED, Resource is the last state.
+type Event struct {
+	Type     EventType `json:"type"`
+	Version  int64     `json:"version"`
+	Resource *Resource `json:"resource"`
+}
+
+// WatchOptions starts a subscription. Events with Version > FromVersion are
+// delivered, in order, with none missing. Kind filters when set.
+type WatchOptions struct {
+	FromVersion int64
+	Kind        string
+}
+
+// WorkItem is a unit of work claimed with a lease: a deletion, a retry job.
+type WorkItem struct {
+	ID      int64           `json:"id"`
+	Queue   string          `json:"queue"`
+	Key     string          `json:"key"` // unique within the queue
+	Payload json.RawMessage `json:"payload,omitempty"`
+	RunAt   time.Time       `json:"runAt"`
+	// Holder and LeaseExpiresAt are set while the item is claimed.
+	Holder         string    `json:"holder,omitempty"`
+	LeaseExpiresAt time.Time `json:"leaseExpiresAt,omitzero"`
+	Attempts       int       `json:"attempts"`
+	LastError      string    `json:"lastError,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
+}
+
+// Fence makes a write conditional on holding a work item's lease.
+type Fence struct {
+	Queue  string
+	Key    string
+	Holder string
+}
+
+// DeletionProgress is the persisted progress of one backup deletion. Items
+// are numbered by their ordinal in the tarball (deterministic for a given
+// tarball, whose Digest is recorded). Every item below Watermark is settled:
+// it is done or skipped by every matching plugin, or it has ItemOutcome rows
+// for its unsettled plugin. Items at or above Watermark are processed again
+// on resume (at-least-once).
+type DeletionProgress struct {
+	UID        string                  `json:"uid"`
+	Digest     string                  `json:"digest"`
+	Watermark  int64                   `json:"watermark"`
+	TotalItems int64                   `json:"totalItems"`
+	Counts     map[string]OutcomeCount `json:"counts"` // by plugin
+	UpdatedAt  time.Time               `json:"updatedAt"`
+}
+
+// OutcomeCount counts a plugin's settled outcomes.
+type OutcomeCount struct {
+	Done    int64 `json:"done"`
+	Skipped int64 `json:"skipped"`
+	Failed  int64 `json:"failed"`
+	Blocked int64 `json:"blocked"`
+}
+
+// ItemOutcome is an unsettled (failed or blocked) result for one item and
+// plugin, kept until the item is done. Later plugins of that item have not
+// run: the chain stops at the first unsettled plugin.
+type ItemOutcome struct {
+	UID           string    `json:"uid"`
+	Ordinal       int64     `json:"ordinal"`
+	ItemKey       string    `json:"itemKey"` // "resource.group/namespace/name"
+	Plugin        string    `json:"plugin"`
+	Outcome       string    `json:"outcome"` // "failed" or "blocked"
+	Message       string    `json:"message,omitempty"`
+	NextAttemptAt time.Time `json:"nextAttemptAt,omitzero"`
+	Attempts      int       `json:"attempts"`
+	UpdatedAt     time.Time `json:"updatedAt"`
+}
+
+// Checkpoint is one atomic progress write.
+type Checkpoint struct {
+	// Fence, when set, makes the write fail with ErrLeaseLost unless the
+	// holder still holds the lease.
+	Fence    *Fence
+	Progress DeletionProgress
+	// Upsert adds or replaces outcome rows (by UID, Ordinal, Plugin).
+	Upsert []ItemOutcome
+	// Settle removes outcome rows that are now done or skipped.
+	Settle []ItemOutcome
+}

@@ -1,0 +1,45 @@
+package pluginhost
+
+// This file fixes the API the deletion pipeline uses. The implementation
+// lives beside it.
+
+import (
+	"time"
+
+	"github.com/lethehq/lethe/pkg/plugin"
+)
+
+// Info describes one discovered plugin.
+type Info struct {
+	Name            string // full name, "<dns-subdomain>/<name>"
+	Binary          string // absolute path of the executable
+	ProtocolVersion int
+	Version         string // what the plugin reports
+	Selector        plugin.ResourceSelector
+	Matcher         *plugin.Matcher
+	MaxConcurrency  int
+	Checksum        string // sha256 hex of the binary
+	ChecksumStatus  string // "locked", "unlocked" (no lock file)
+}
+
+// Item is one item sent to a plugin. ID is unique within a Session.
+type Item struct {
+	ID   uint64
+	Item plugin.Item
+}
+
+// Result is the result for one item ID.
+type Result struct {
+	ID uint64
+	plugin.Result
+}
+
+// SessionOptions tune a Session.
+type SessionOptions struct {
+	// BatchSize is how many items go in one stream message (default 256).
+	BatchSize int
+	// Window caps unacknowledged items (default 4×BatchSize).
+	Window int
+	// ItemTimeout overrides the plugin's execute timeout.
+	ItemTimeout time.Duration
+}
