@@ -1,0 +1,122 @@
+package archive_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/archive"
+	"github.com/lethehq/lethe/internal/archive/archivetest"
+)
+
+// readAll reads every item of a tarball.
+func readAll(t testing.TB, data []byte) ([]*archive.Item, *archive.Reader) {
+	t.Helper()
+	rd, err := archive.NewReader(bytes.NewReader(data), archive.Limits{})
+	require.NoError(t, err)
+	var items []*archive.Item
+	for {
+		it, err := rd.Next()
+		if err == io.EOF {
+			return items, rd
+		}
+		require.NoError(t, err)
+		items = append(items, it)
+	}
+}
+
+func build(t testing.TB, items []archivetest.ItemSpec, opts archivetest.Options) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, archivetest.Write(&buf, items, opts))
+	return buf.Bytes()
+}
+
+func specs(n int) []archivetest.ItemSpec {
+	out := make([]archivetest.ItemSpec, n)
+	for i := range out {
+		out[i] = archivetest.SpecN(i, 300)
+	}
+	return out
+}
+
+func TestReaderYieldsEveryItemOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts archivetest.Options
+	}{
+		{"gzip", archivetest.Options{}},
+		{"zstd", archivetest.Options{Compression: archivetest.Zstd}},
+		{"gzip with preferred-version copies", archivetest.Options{PreferredVersionCopies: true}},
+		{"zstd with preferred-version copies", archivetest.Options{Compression: archivetest.Zstd, PreferredVersionCopies: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := specs(50)
+			data := build(t, want, tc.opts)
+			items, rd := readAll(t, data)
+			require.Len(t, items, len(want))
+			for i, it := range items {
+				w := want[i]
+				require.Equal(t, int64(i), it.Ordinal)
+				require.Equal(t, w.Key(), it.Key())
+				require.Equal(t, w.Path(), it.Path)
+				require.Equal(t, w.Group, it.Group)
+				require.Equal(t, "v1", it.Version)
+				require.Equal(t, w.Resource, it.Resource)
+				require.Equal(t, w.Kind, it.Kind)
+				require.Equal(t, w.Namespace, it.Namespace)
+				require.Equal(t, w.Name, it.Name)
+				require.Equal(t, w.Labels, it.Labels)
+				require.Equal(t, archivetest.AppendJSON(nil, w), it.Object)
+			}
+			sum := sha256.Sum256(data)
+			require.Equal(t, hex.EncodeToString(sum[:]), rd.Digest())
+			_, err := rd.Next()
+			require.ErrorIs(t, err, io.EOF, "EOF is sticky")
+		})
+	}
+}
+
+func TestItemsOwnTheirObjects(t *testing.T) {
+	data := build(t, specs(20), archivetest.Options{PreferredVersionCopies: true})
+	items, _ := readAll(t, data)
+	for i, it := range items {
+		require.Equal(t, archivetest.AppendJSON(nil, archivetest.SpecN(i, 300)), it.Object, "item %d was overwritten by a later read", i)
+	}
+}
+
+func TestValidateSummary(t *testing.T) {
+	data := build(t, specs(70), archivetest.Options{PreferredVersionCopies: true})
+	sum, err := archive.Validate(bytes.NewReader(data), archive.Limits{})
+	require.NoError(t, err)
+	digest := sha256.Sum256(data)
+	require.Equal(t, &archive.Summary{
+		Items:  70,
+		Copies: 70,
+		Digest: hex.EncodeToString(digest[:]),
+		ByResource: map[string]int64{
+			"pods": 10, "configmaps": 10, "deployments.apps": 10, "persistentvolumeclaims": 10,
+			"volumesnapshots.snapshot.storage.k8s.io": 10, "persistentvolumes": 10,
+			"clusterroles.rbac.authorization.k8s.io": 10,
+		},
+		FormatVersion: "1.1.0",
+	}, sum)
+}
+
+func TestSourceErrorIsNotHostile(t *testing.T) {
+	data := build(t, specs(200), archivetest.Options{})
+	boom := errors.New("connection reset")
+	r := io.MultiReader(bytes.NewReader(data[:len(data)/2]), &errReader{boom})
+	_, err := archive.Validate(r, archive.Limits{})
+	require.ErrorIs(t, err, boom)
+	require.NotErrorIs(t, err, archive.ErrHostile)
+}
+
+type errReader struct{ err error }
+
+func (e *errReader) Read([]byte) (int, error) { return 0, e.err }

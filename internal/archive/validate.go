@@ -1,0 +1,45 @@
+package archive
+
+import (
+	"io"
+)
+
+// Summary describes a tarball that passed Validate.
+type Summary struct {
+	// Items is the number of unique items Next yields.
+	Items int64
+	// Copies is the number of versioned copies deduplicated away.
+	Copies int64
+	// Digest is the hex sha256 of the whole compressed stream.
+	Digest string
+	// ByResource counts items per group-resource ("deployments.apps", "pods").
+	ByResource map[string]int64
+	// FormatVersion is the content of metadata/version, e.g. "1.1.0".
+	FormatVersion string
+}
+
+// Validate reads the whole tarball, checking everything Reader checks, and
+// summarises it. It returns the first *Error, or a source read error.
+func Validate(r io.Reader, lim Limits) (*Summary, error) {
+	rd, err := NewReader(r, lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close() //nolint:errcheck // Close never fails
+	s := &Summary{ByResource: make(map[string]int64)}
+	for {
+		it, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.Items++
+		s.ByResource[it.GroupResource()]++
+	}
+	s.Copies = rd.copies
+	s.Digest = rd.Digest()
+	s.FormatVersion = rd.version
+	return s, nil
+}
