@@ -1,0 +1,15 @@
+// Package blobstore owns where backup tarballs live. Open turns a storage URL
+// into a Store:
+//
+//	file:///abs/dir
+//	s3://bucket/optional/prefix?endpoint=http://127.0.0.1:7070&region=us-east-1&use_path_style=true
+//
+// Both go through gocloud.dev/blob (fileblob and s3blob, wired explicitly; no
+// blank-import URL registries). Puts are atomic, reads stream, and a missing
+// key is ErrNotFound on every backend.
+//
+// The package must not know about backups, tarball contents, plugins or the
+// catalog: it moves opaque bytes under "/"-separated keys. The conformance
+// suite every backend must pass lives in blobstoretest; s3test starts a real
+// S3-compatible server (versitygw) for tests.
+package blobstore

@@ -1,0 +1,273 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/s3blob"
+)
+
+// Config tunes Open. The zero value is valid; a nil *Config means the zero
+// value.
+type Config struct {
+	// AccessKeyID and SecretAccessKey are static S3 credentials. When both
+	// are empty, credentials come from the URL's user info
+	// (s3://KEY:SECRET@bucket/...), or else from the AWS default chain
+	// (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, shared config files, ...).
+	AccessKeyID     string
+	SecretAccessKey string
+}
+
+func (c *Config) validate() error {
+	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
+		return errors.New("AccessKeyID and SecretAccessKey must be set together")
+	}
+	return nil
+}
+
+// Tuning that bounds the memory of one S3 upload: the SDK's transfer manager
+// keeps s3UploadConcurrency+1 part buffers of s3PartSize bytes, and reads up
+// to its 16 MiB multipart threshold before the first part, so a Put holds
+// about 40 MiB whatever the object's size. 8 MiB parts allow objects up to
+// 80 GB (10,000 parts).
+const (
+	s3PartSize          = 8 << 20
+	s3UploadConcurrency = 2
+)
+
+// Directory and file modes of the file:// store. Backups hold Kubernetes
+// secrets, so only the owner may read them.
+const (
+	fileDirMode  = 0o700
+	fileFileMode = 0o600
+)
+
+// s3Params are the query parameters an s3:// URL accepts.
+var s3Params = []string{"endpoint", "region", "use_path_style"}
+
+// Open opens the store at rawURL with the zero Config. See OpenConfig.
+func Open(ctx context.Context, rawURL string) (Store, error) {
+	return OpenConfig(ctx, rawURL, nil)
+}
+
+// OpenConfig opens the store at rawURL. Two schemes are supported:
+//
+//	file:///abs/dir
+//
+// The directory is created (mode 0700) if missing. Objects are written to a
+// temporary file beside their final path and renamed into place; no ".attrs"
+// sidecar files are written.
+//
+//	s3://[KEY:SECRET@]bucket[/prefix]?endpoint=URL&region=REGION&use_path_style=BOOL
+//
+// All query parameters are optional: endpoint is the S3 endpoint for
+// S3-compatible servers (e.g. http://127.0.0.1:7070), region falls back to
+// AWS_REGION / the shared config, and use_path_style=true addresses the bucket
+// in the path rather than the host name. A prefix scopes every key of the
+// store under "prefix/". An s3:// Put buffers about 40 MiB whatever the
+// object's size; reads stream.
+//
+// Errors are one line and never contain credentials.
+func OpenConfig(ctx context.Context, rawURL string, cfg *Config) (Store, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("blobstore: open: %w", err)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error repeats the raw URL, which may carry credentials.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("blobstore: invalid storage URL: %w", err)
+	}
+	switch u.Scheme {
+	case "file":
+		return openFile(u)
+	case "s3":
+		return openS3(ctx, u, cfg)
+	case "":
+		return nil, fmt.Errorf("blobstore: storage URL %q has no scheme; want file:///abs/dir or s3://bucket/prefix", redact(u))
+	default:
+		return nil, fmt.Errorf("blobstore: unsupported storage URL scheme %q in %q; want file:// or s3://", u.Scheme, redact(u))
+	}
+}
+
+// redact returns u without its user info.
+func redact(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
+}
+
+func openFile(u *url.URL) (Store, error) {
+	shown := redact(u)
+	switch {
+	case u.Opaque != "":
+		return nil, fmt.Errorf("blobstore: file URL %q must be file:///absolute/dir", shown)
+	case u.User != nil:
+		return nil, fmt.Errorf("blobstore: file URL %q must not carry user info", shown)
+	case u.Host != "" && u.Host != "localhost":
+		return nil, fmt.Errorf("blobstore: file URL %q has host %q; want file:///absolute/dir (three slashes)", shown, u.Host)
+	case u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("blobstore: file URL %q must not have a query or fragment", shown)
+	case u.Path == "" || !filepath.IsAbs(u.Path):
+		return nil, fmt.Errorf("blobstore: file URL %q needs an absolute directory", shown)
+	}
+	dir := filepath.Clean(u.Path)
+	if err := os.MkdirAll(dir, fileDirMode); err != nil {
+		return nil, fmt.Errorf("blobstore: create store directory: %w", err)
+	}
+	bkt, err := fileblob.OpenBucket(dir, &fileblob.Options{
+		// Temporary files sit beside their final path so that the rename
+		// is atomic even when os.TempDir is on another file system; List
+		// hides them (see isTempFile).
+		NoTempDir:   true,
+		DirFileMode: fileDirMode,
+		Metadata:    fileblob.MetadataDontWrite,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("blobstore: open %q: %w", shown, err)
+	}
+	shownURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
+	return &store{bucket: bkt, url: shownURL, kind: kindFile}, nil
+}
+
+func openS3(ctx context.Context, u *url.URL, cfg *Config) (Store, error) {
+	shown := redact(u)
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("blobstore: s3 URL %q: %s", shown, fmt.Sprintf(format, args...))
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return nil, fail("want s3://bucket/prefix?endpoint=...")
+	}
+	if u.Fragment != "" {
+		return nil, fail("must not have a fragment")
+	}
+	bucketName := u.Host
+	prefix := strings.Trim(u.Path, "/")
+	if prefix != "" {
+		for seg := range strings.SplitSeq(prefix, "/") {
+			if seg == "" || seg == "." || seg == ".." {
+				return nil, fail("prefix %q has an empty, \".\" or \"..\" segment", prefix)
+			}
+		}
+	}
+
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fail("bad query: %v", err)
+	}
+	for k, v := range q {
+		if !slices.Contains(s3Params, k) {
+			return nil, fail("unknown query parameter %q (known: %s)", k, strings.Join(s3Params, ", "))
+		}
+		if len(v) != 1 {
+			return nil, fail("query parameter %q given %d times", k, len(v))
+		}
+	}
+	endpoint := q.Get("endpoint")
+	if endpoint != "" {
+		eu, err := url.Parse(endpoint)
+		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
+			return nil, fail("endpoint %q must be an http:// or https:// URL", endpoint)
+		}
+	}
+	pathStyle := false
+	if v := q.Get("use_path_style"); v != "" {
+		pathStyle, err = strconv.ParseBool(v)
+		if err != nil {
+			return nil, fail("use_path_style=%q is not a boolean", v)
+		}
+	}
+
+	accessKey, secretKey := cfg.AccessKeyID, cfg.SecretAccessKey
+	if accessKey == "" && u.User != nil {
+		accessKey = u.User.Username()
+		secretKey, _ = u.User.Password()
+		if accessKey == "" || secretKey == "" {
+			return nil, fail("user info must be KEY:SECRET")
+		}
+	}
+
+	var loadOpts []func(*config.LoadOptions) error
+	if region := q.Get("region"); region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(region))
+	}
+	if accessKey != "" {
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(accessKey, secretKey, "")))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fail("load AWS config: %v", err)
+	}
+	// An HTTP client of our own, so that Close can drop its idle
+	// connections. Its transport is the SDK's, with whatever the config
+	// applied to it (AWS_CA_BUNDLE, for one).
+	var transport *http.Transport
+	switch c := awsCfg.HTTPClient.(type) {
+	case nil:
+		transport = awshttp.NewBuildableClient().GetTransport()
+	case *awshttp.BuildableClient:
+		transport = c.GetTransport()
+	default:
+		return nil, fail("unexpected AWS HTTP client %T", c)
+	}
+	awsCfg.HTTPClient = &http.Client{
+		Transport: transport,
+		// The SDK wants to see S3's redirects, not follow them.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	if awsCfg.Region == "" {
+		return nil, fail("no region: add ?region=... or set AWS_REGION")
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		o.UsePathStyle = pathStyle
+		// Multipart objects have no whole-object checksum to validate; the
+		// SDK would log a warning on every such read.
+		o.DisableLogOutputChecksumValidationSkipped = true
+	})
+	bkt, err := s3blob.OpenBucket(ctx, client, bucketName, &s3blob.Options{
+		// The upload manager does not take this from the client's config.
+		RequestChecksumCalculation: awsCfg.RequestChecksumCalculation,
+	})
+	if err != nil {
+		return nil, fail("%v", err)
+	}
+	if prefix != "" {
+		bkt = blob.PrefixedBucket(bkt, prefix+"/")
+	}
+	shownURL := url.URL{Scheme: "s3", Host: bucketName, RawQuery: u.RawQuery}
+	if prefix != "" {
+		shownURL.Path = "/" + path.Clean(prefix)
+	}
+	return &store{
+		bucket:         bkt,
+		url:            shownURL.String(),
+		kind:           kindS3,
+		closeTransport: transport.CloseIdleConnections,
+	}, nil
+}

@@ -1,0 +1,207 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// ErrInvalidKey is returned for a key that no backend may store: empty, not
+// UTF-8, too long, with control characters, with an empty, "." or ".."
+// segment, with a leading or trailing "/", or with a suffix fileblob reserves
+// for its own files.
+var ErrInvalidKey = errors.New("blobstore: invalid key")
+
+// maxKeyLen is S3's limit on key length, in bytes.
+const maxKeyLen = 1024
+
+type backendKind int
+
+const (
+	kindFile backendKind = iota + 1
+	kindS3
+)
+
+// store implements Store on a gocloud blob.Bucket.
+type store struct {
+	bucket *blob.Bucket
+	url    string
+	kind   backendKind
+	// closeTransport drops idle HTTP connections; nil for file://.
+	closeTransport func()
+}
+
+var _ Store = (*store)(nil)
+
+// fileTempName matches the temporary files fileblob writes beside their
+// final path: "<name>.<hex nanoseconds>.tmp".
+var fileTempName = regexp.MustCompile(`\.[0-9a-f]+\.tmp$`)
+
+// checkKey reports whether key is storable on every backend, so that a key
+// valid on file:// is valid on s3:// and the other way round.
+func checkKey(key string) error {
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrInvalidKey, key, why) }
+	switch {
+	case key == "":
+		return bad("empty")
+	case len(key) > maxKeyLen:
+		return bad(fmt.Sprintf("longer than %d bytes", maxKeyLen))
+	case !utf8.ValidString(key):
+		return bad("not UTF-8")
+	case strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return bad("control character")
+	case strings.HasSuffix(key, ".attrs"):
+		return bad(`the ".attrs" suffix is reserved`)
+	case fileTempName.MatchString(key):
+		return bad(`the ".<hex>.tmp" suffix is reserved for partial writes`)
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return bad(`empty, "." or ".." segment`)
+		}
+	}
+	return nil
+}
+
+// wrapErr maps gocloud's not-found to ErrNotFound and names the operation.
+// A key below an existing object's name (file "a", key "a/b") is not found
+// either, though the file system says ENOTDIR.
+func wrapErr(op, key string, err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound || errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("%s %q: %w", op, key, ErrNotFound)
+	}
+	return fmt.Errorf("blobstore: %s %q: %w", op, key, err)
+}
+
+// Put streams r into key. The object appears only once r has been read to
+// EOF and the backend has committed it: on any error, including one from r,
+// the write is aborted and an earlier object under key is left as it was.
+func (s *store) Put(ctx context.Context, key string, r io.Reader) (err error) {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	// Cancelling the writer's context before Close is how gocloud aborts a
+	// write: fileblob drops its temporary file, s3blob its upload.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts := &blob.WriterOptions{
+		// A set content type stops blob.Writer buffering to sniff one.
+		ContentType:    "application/octet-stream",
+		BufferSize:     s3PartSize,
+		MaxConcurrency: s3UploadConcurrency,
+	}
+	if s.kind == kindFile {
+		opts.BeforeWrite = func(as func(any) bool) error {
+			var f *os.File
+			if as(&f) {
+				return f.Chmod(fileFileMode)
+			}
+			return nil
+		}
+	}
+	w, err := s.bucket.NewWriter(wctx, key, opts)
+	if err != nil {
+		return wrapErr("put", key, err)
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		cancel()
+		_ = w.Close() // Reports the cancellation; err says why.
+		return fmt.Errorf("blobstore: put %q: %w", key, err)
+	}
+	if err := w.Close(); err != nil {
+		return wrapErr("put", key, err)
+	}
+	return nil
+}
+
+// Open streams key. The caller must Close the reader.
+func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, wrapErr("open", key, err)
+	}
+	return r, nil
+}
+
+// Stat returns key's attributes.
+func (s *store) Stat(ctx context.Context, key string) (Attributes, error) {
+	if err := checkKey(key); err != nil {
+		return Attributes{}, err
+	}
+	a, err := s.bucket.Attributes(ctx, key)
+	if err != nil {
+		return Attributes{}, wrapErr("stat", key, err)
+	}
+	return Attributes{Key: key, Size: a.Size, ModTime: a.ModTime}, nil
+}
+
+// Delete removes key; ErrNotFound if it does not exist.
+func (s *store) Delete(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if s.kind == kindFile {
+		// fileblob would remove an empty directory named key, or fail on
+		// a full one; Attributes finds only files.
+		if _, err := s.bucket.Attributes(ctx, key); err != nil {
+			return wrapErr("delete", key, err)
+		}
+	}
+	if err := s.bucket.Delete(ctx, key); err != nil {
+		return wrapErr("delete", key, err)
+	}
+	return nil
+}
+
+// List returns the objects whose keys start with prefix, sorted by key.
+// The prefix is a plain string prefix: "b" matches "b/x" and "bb".
+func (s *store) List(ctx context.Context, prefix string) ([]Attributes, error) {
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	var out []Attributes
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("blobstore: list %q: %w", prefix, err)
+		}
+		if obj.IsDir {
+			continue
+		}
+		if s.kind == kindFile && fileTempName.MatchString(obj.Key) {
+			continue // A write in progress, or one a crash left behind.
+		}
+		out = append(out, Attributes{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime})
+	}
+	slices.SortFunc(out, func(a, b Attributes) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// URL returns the store's location without credentials.
+func (s *store) URL() string { return s.url }
+
+// Close releases the bucket and, for s3://, its idle connections.
+func (s *store) Close() error {
+	err := s.bucket.Close()
+	if s.closeTransport != nil {
+		s.closeTransport()
+	}
+	if err != nil {
+		return fmt.Errorf("blobstore: close %s: %w", s.url, err)
+	}
+	return nil
+}
