@@ -1,0 +1,382 @@
+package pluginhost
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/lethehq/lethe/pkg/plugin"
+)
+
+// binary is one plugin executable and its current process. Sessions share
+// the process; a failure seen by any of them kills it, and the next
+// acquire restarts it after a backoff.
+type binary struct {
+	h        *Host
+	path     string
+	checksum string // from the lock file; "" without one
+	tail     *tail  // last stderr lines, across restarts
+
+	mu        sync.Mutex
+	display   string   // how logs name it: its plugin names
+	names     []string // plugins it serves
+	cur       *proc
+	failures  int // consecutive
+	lastErr   error
+	nextStart time.Time
+	starting  chan struct{} // closed when an ongoing start ends
+}
+
+// proc is one running plugin process.
+type proc struct {
+	client   *goplugin.Client
+	pid      int
+	stubs    *plugin.Client
+	protocol int
+	killOnce sync.Once
+	grace    time.Duration
+}
+
+// start starts a process and handshakes with it. Trust checks (lock file
+// checksum) happen before the binary runs.
+func (b *binary) start() (*proc, error) {
+	cfg := b.h.cfg
+	cmd := exec.Command(b.path)
+	// Own process group, so that a kill reaches the plugin's children too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = []string{"PLUGIN_UNIX_SOCKET_DIR=" + b.h.socketDir}
+	var secure *goplugin.SecureConfig
+	if b.checksum != "" {
+		sum, err := hex.DecodeString(b.checksum)
+		if err != nil {
+			return nil, fmt.Errorf("plugin binary %s: bad checksum %q in the lock file", b.path, b.checksum)
+		}
+		secure = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+	}
+	b.mu.Lock()
+	display := b.display
+	b.mu.Unlock()
+	logger := cfg.Logger.Named("plugin")
+	client := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig:  plugin.Handshake,
+		VersionedPlugins: plugin.VersionedPlugins(),
+		Cmd:              cmd,
+		SecureConfig:     secure,
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		AutoMTLS:         !cfg.DisableAutoMTLS,
+		StartTimeout:     cfg.StartTimeout,
+		Logger:           renamed{Logger: logger, name: display},
+		Stderr:           b.tail,
+		SyncStdout:       &lineLogger{log: logger.Named(display).Debug, tail: nil},
+		SyncStderr:       &lineLogger{log: logger.Named(display).Info, tail: b.tail},
+		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(plugin.MaxMessageSize),
+			grpc.MaxCallSendMsgSize(plugin.MaxMessageSize),
+		)},
+	})
+	p := &proc{client: client, grace: cfg.KillGrace}
+	rpc, err := client.Client()
+	if cmd.Process != nil {
+		p.pid = cmd.Process.Pid
+	}
+	if err != nil {
+		p.kill(false)
+		return nil, b.startError(err)
+	}
+	raw, err := rpc.Dispense(plugin.PluginSetKey)
+	if err != nil {
+		p.kill(false)
+		return nil, fmt.Errorf("plugin binary %s: %w", b.path, err)
+	}
+	stubs, ok := raw.(*plugin.Client)
+	if !ok {
+		p.kill(false)
+		return nil, fmt.Errorf("plugin binary %s: unexpected client type %T", b.path, raw)
+	}
+	p.stubs = stubs
+	p.protocol = client.NegotiatedVersion()
+	return p, nil
+}
+
+func (b *binary) startError(err error) error {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
+		return fmt.Errorf("plugin binary %s does not match its sha256 in the lock file %s; refusing to run it (if you trust the new binary, run `lethe plugin lock`)", b.path, b.h.cfg.LockFile)
+	case strings.Contains(msg, "incompatible API version"):
+		return fmt.Errorf("plugin binary %s speaks a plugin protocol version this Lethe does not (Lethe speaks %d): %s; rebuild the plugin against a matching SDK", b.path, plugin.ProtocolVersion, msg)
+	case strings.Contains(msg, "Unrecognized remote plugin message"), strings.Contains(msg, "plugin exited before we could connect"):
+		if lines := b.tail.lines(); len(lines) > 0 {
+			return fmt.Errorf("plugin binary %s failed to start: %s; last stderr: %s", b.path, firstLine(msg), strings.Join(lines, " | "))
+		}
+		return fmt.Errorf("plugin binary %s failed to start: %s (is it a Lethe plugin built for this platform?)", b.path, firstLine(msg))
+	}
+	return fmt.Errorf("plugin binary %s: %s", b.path, msg)
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+// acquire returns the running process, starting one if needed, after the
+// backoff of previous failures. It fails once the binary has failed
+// MaxRestarts+1 times in a row.
+func (b *binary) acquire(ctx context.Context) (*proc, error) {
+	for {
+		if b.h.isClosed() {
+			return nil, ErrClosed
+		}
+		b.mu.Lock()
+		if b.cur != nil {
+			p := b.cur
+			b.mu.Unlock()
+			return p, nil
+		}
+		if b.failures > b.h.cfg.MaxRestarts {
+			err := b.brokenErrLH()
+			b.mu.Unlock()
+			return nil, err
+		}
+		if ch := b.starting; ch != nil {
+			b.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-b.h.done:
+				return nil, ErrClosed
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		b.starting = ch
+		wait := time.Until(b.nextStart)
+		b.mu.Unlock()
+
+		p, err := b.startAfter(ctx, wait)
+		b.mu.Lock()
+		b.starting = nil
+		close(ch)
+		switch {
+		case err == nil && b.h.isClosed():
+			b.mu.Unlock()
+			p.kill(false)
+			return nil, ErrClosed
+		case err == nil:
+			b.cur = p
+			b.mu.Unlock()
+			return p, nil
+		case ctx.Err() != nil:
+			b.mu.Unlock()
+			return nil, ctx.Err()
+		default:
+			b.recordFailureLH(err)
+			b.mu.Unlock()
+			b.h.logger.Error("plugin failed to start", "binary", b.path, "error", err)
+		}
+	}
+}
+
+func (b *binary) startAfter(ctx context.Context, wait time.Duration) (*proc, error) {
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-b.h.done:
+			return nil, ErrClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return b.start()
+}
+
+func (b *binary) recordFailureLH(err error) {
+	b.failures++
+	b.lastErr = err
+	backoff := b.h.cfg.RestartBackoff << min(b.failures-1, 20)
+	b.nextStart = time.Now().Add(min(backoff, b.h.cfg.MaxRestartBackoff))
+}
+
+func (b *binary) brokenErrLH() error {
+	msg := fmt.Sprintf("plugin %s (%s) failed %d times in a row, giving up: %v", b.display, b.path, b.failures, b.lastErr)
+	if lines := b.tail.lines(); len(lines) > 0 {
+		msg += "; last stderr: " + strings.Join(lines, " | ")
+	}
+	return errors.New(msg)
+}
+
+// fail records that p failed (crashed, hung, broke a stream) and kills it,
+// unless it was already replaced.
+func (b *binary) fail(p *proc, err error) {
+	b.mu.Lock()
+	if b.cur == p {
+		b.cur = nil
+		b.recordFailureLH(err)
+		b.h.logger.Warn("plugin process failed; it will be restarted", "plugin", b.display, "binary", b.path, "pid", p.pid, "error", err, "consecutive_failures", b.failures)
+	}
+	b.mu.Unlock()
+	p.kill(false)
+}
+
+// progress records that p answered: its binary is healthy again.
+func (b *binary) progress(p *proc) {
+	b.mu.Lock()
+	if b.cur == p {
+		b.failures = 0
+	}
+	b.mu.Unlock()
+}
+
+// resetIfBroken gives a binary that was given up on a fresh chance, for a
+// new session.
+func (b *binary) resetIfBroken() {
+	b.mu.Lock()
+	if b.failures > b.h.cfg.MaxRestarts {
+		b.failures = 0
+		b.nextStart = time.Time{}
+	}
+	b.mu.Unlock()
+}
+
+func (b *binary) shutdown() {
+	b.mu.Lock()
+	p := b.cur
+	b.cur = nil
+	ch := b.starting
+	b.mu.Unlock()
+	if ch != nil {
+		<-ch // a start in progress ends, sees the host closed and kills it
+	}
+	if p != nil {
+		p.kill(true)
+	}
+}
+
+// kill kills the process and its whole process group. graceful sends
+// SIGTERM first and waits up to the grace period.
+func (p *proc) kill(graceful bool) {
+	p.killOnce.Do(func() {
+		if p.pid > 0 {
+			if graceful {
+				_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+				deadline := time.Now().Add(p.grace)
+				for !p.client.Exited() && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		}
+		p.client.Kill()
+	})
+}
+
+// renamed makes go-plugin name a binary's log lines after its plugins
+// rather than after its file.
+type renamed struct {
+	hclog.Logger
+	name string
+}
+
+func (r renamed) Named(string) hclog.Logger { return r.Logger.Named(r.name) }
+
+// tail keeps the last lines a binary wrote to stderr. Long lines are
+// truncated; it never fails a write.
+type tail struct {
+	mu   sync.Mutex
+	max  int
+	ring []string
+	cur  []byte
+}
+
+const tailLineMax = 512
+
+func newTail(n int) *tail { return &tail{max: n} }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range p {
+		if c == '\n' {
+			t.pushLH()
+			continue
+		}
+		if len(t.cur) < tailLineMax {
+			t.cur = append(t.cur, c)
+		} else if len(t.cur) == tailLineMax {
+			t.cur = append(t.cur, "…"...)
+		}
+	}
+	return len(p), nil
+}
+
+func (t *tail) pushLH() {
+	line := strings.TrimSpace(string(t.cur))
+	t.cur = t.cur[:0]
+	if line == "" {
+		return
+	}
+	t.ring = append(t.ring, line)
+	if len(t.ring) > t.max {
+		t.ring = t.ring[len(t.ring)-t.max:]
+	}
+}
+
+func (t *tail) lines() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := append([]string(nil), t.ring...)
+	if len(t.cur) > 0 {
+		out = append(out, string(t.cur))
+	}
+	return out
+}
+
+// lineLogger logs what a plugin writes to its os.Stdout or os.Stderr
+// (go-plugin forwards them over gRPC), one log entry per line. Lines over
+// 64 KiB are split.
+type lineLogger struct {
+	mu   sync.Mutex
+	log  func(string, ...any)
+	tail *tail
+	buf  []byte
+}
+
+const lineLoggerMax = 64 << 10
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tail != nil {
+		_, _ = l.tail.Write(p)
+	}
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			if len(l.buf) >= lineLoggerMax {
+				l.log(string(l.buf))
+				l.buf = l.buf[:0]
+			}
+			return len(p), nil
+		}
+		if line := strings.TrimRight(string(l.buf[:i]), "\r"); line != "" {
+			l.log(line)
+		}
+		l.buf = l.buf[i+1:]
+	}
+}

@@ -1,0 +1,376 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pluginv1 "github.com/lethehq/lethe/proto/lethe/plugin/v1"
+)
+
+// This file is the plugin side of the protocol: it routes requests to the
+// named plugins, runs Execute concurrently and hides the stream's batching.
+// Every server method recovers from panics, so a bad plugin call fails one
+// request or one item, never the process.
+
+// served is one named plugin inside a binary.
+type served struct {
+	name    string
+	version string
+	action  DeleteItemAction
+	max     int
+	logger  hclog.Logger
+}
+
+// registry is the set of plugins a binary serves.
+type registry struct {
+	byName map[string]*served
+	names  []string // sorted
+	logger hclog.Logger
+}
+
+func (r *registry) lookup(name string) (*served, error) {
+	full, err := NormalizeName(name)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	p, ok := r.byName[full]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "this binary does not serve plugin %q", full)
+	}
+	return p, nil
+}
+
+// recoverRPC turns a panic in a server method into an Internal error.
+func recoverRPC(logger hclog.Logger, method string, err *error) {
+	if v := recover(); v != nil {
+		logger.Error("panic in plugin call", "method", method, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		*err = status.Errorf(codes.Internal, "plugin panicked in %s: %v", method, v)
+	}
+}
+
+type infoServer struct {
+	pluginv1.UnimplementedPluginInfoServiceServer
+	reg *registry
+}
+
+var _ pluginv1.PluginInfoServiceServer = (*infoServer)(nil)
+
+func (s *infoServer) ListPlugins(context.Context, *pluginv1.ListPluginsRequest) (resp *pluginv1.ListPluginsResponse, err error) {
+	defer recoverRPC(s.reg.logger, "ListPlugins", &err)
+	resp = &pluginv1.ListPluginsResponse{}
+	for _, n := range s.reg.names {
+		p := s.reg.byName[n]
+		resp.Plugins = append(resp.Plugins, &pluginv1.PluginDescriptor{
+			Kind:           pluginv1.PluginKind_PLUGIN_KIND_DELETE_ITEM_ACTION,
+			Name:           p.name,
+			Version:        p.version,
+			MaxConcurrency: uint32(p.max),
+		})
+	}
+	return resp, nil
+}
+
+type actionServer struct {
+	pluginv1.UnimplementedDeleteItemActionServiceServer
+	reg *registry
+}
+
+var _ pluginv1.DeleteItemActionServiceServer = (*actionServer)(nil)
+
+func (s *actionServer) AppliesTo(ctx context.Context, req *pluginv1.AppliesToRequest) (resp *pluginv1.AppliesToResponse, err error) {
+	defer recoverRPC(s.reg.logger, "AppliesTo", &err)
+	p, err := s.reg.lookup(req.GetPlugin())
+	if err != nil {
+		return nil, err
+	}
+	sel, err := p.action.AppliesTo(withLogger(ctx, p.logger))
+	if err != nil {
+		return nil, status.Errorf(codes.Unknown, "AppliesTo: %v", err)
+	}
+	if _, err := sel.Compile(); err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "AppliesTo returned an invalid selector: %v", err)
+	}
+	return &pluginv1.AppliesToResponse{Selector: &pluginv1.ResourceSelector{
+		IncludedNamespaces: sel.IncludedNamespaces,
+		ExcludedNamespaces: sel.ExcludedNamespaces,
+		IncludedResources:  sel.IncludedResources,
+		ExcludedResources:  sel.ExcludedResources,
+		LabelSelector:      sel.LabelSelector,
+	}}, nil
+}
+
+func (s *actionServer) Execute(stream pluginv1.DeleteItemActionService_ExecuteServer) (err error) {
+	defer recoverRPC(s.reg.logger, "Execute", &err)
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	start := req.GetStart()
+	if start == nil {
+		return status.Error(codes.InvalidArgument, "the first Execute message must be ExecuteStart")
+	}
+	p, err := s.reg.lookup(start.GetPlugin())
+	if err != nil {
+		return err
+	}
+	ex := newExecution(stream.Context(), p, backupFromProto(start.GetBackup()))
+	go ex.receive(stream)
+	return ex.sendLoop(stream)
+}
+
+// execution runs one Execute stream: a receiver goroutine queues items, up
+// to max workers run them, and the stream's handler goroutine sends the
+// results that are ready, coalesced into one message.
+type execution struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	p      *served
+	backup Backup
+
+	mu        sync.Mutex
+	cond      *sync.Cond // workers wait on it for work
+	queue     []*pluginv1.Item
+	items     map[uint64]*itemState // queued or running
+	workers   int
+	idle      int
+	inputDone bool
+	results   []*pluginv1.ItemResult
+	wake      chan struct{} // cap 1: results are ready, or the input ended
+}
+
+type itemState struct {
+	cancel    context.CancelCauseFunc // set while running
+	cancelled string                  // set when cancelled while queued
+}
+
+func newExecution(parent context.Context, p *served, b Backup) *execution {
+	ctx, cancel := context.WithCancelCause(withLogger(parent, p.logger))
+	e := &execution{
+		ctx:    ctx,
+		cancel: cancel,
+		p:      p,
+		backup: b,
+		items:  map[uint64]*itemState{},
+		wake:   make(chan struct{}, 1),
+	}
+	e.cond = sync.NewCond(&e.mu)
+	context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		e.cond.Broadcast()
+		e.mu.Unlock()
+	})
+	return e
+}
+
+func (e *execution) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// receive reads the client's messages until it half-closes or the stream
+// breaks.
+func (e *execution) receive(stream pluginv1.DeleteItemActionService_ExecuteServer) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.p.logger.Error("panic receiving items", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			e.cancel(fmt.Errorf("panic receiving items: %v", v))
+		}
+	}()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			e.mu.Lock()
+			e.inputDone = true
+			e.cond.Broadcast()
+			e.mu.Unlock()
+			e.signal()
+			return
+		}
+		if err != nil {
+			e.cancel(err)
+			return
+		}
+		switch m := req.GetMsg().(type) {
+		case *pluginv1.ExecuteRequest_Batch:
+			e.enqueue(m.Batch.GetItems())
+		case *pluginv1.ExecuteRequest_Cancel:
+			e.cancelItems(m.Cancel.GetIds(), m.Cancel.GetReason())
+		default:
+			e.cancel(status.Errorf(codes.InvalidArgument, "unexpected Execute message %T", m))
+			return
+		}
+	}
+}
+
+func (e *execution) enqueue(items []*pluginv1.Item) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, it := range items {
+		if _, dup := e.items[it.GetId()]; dup {
+			continue // already queued or running; its one result is coming
+		}
+		e.items[it.GetId()] = &itemState{}
+		e.queue = append(e.queue, it)
+	}
+	wakeIdle := min(e.idle, len(e.queue))
+	for range wakeIdle {
+		e.cond.Signal()
+	}
+	spawn := min(e.p.max-e.workers, len(e.queue)-wakeIdle)
+	for range spawn {
+		e.workers++
+		go e.work()
+	}
+}
+
+func (e *execution) cancelItems(ids []uint64, reason string) {
+	if reason == "" {
+		reason = "cancelled by the host"
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		st, ok := e.items[id]
+		if !ok {
+			continue
+		}
+		if st.cancel != nil {
+			st.cancel(errors.New(reason))
+		} else {
+			st.cancelled = reason
+		}
+	}
+}
+
+func (e *execution) work() {
+	e.mu.Lock()
+	defer func() {
+		e.workers--
+		e.mu.Unlock()
+	}()
+	for {
+		for len(e.queue) == 0 && !e.inputDone && e.ctx.Err() == nil {
+			e.idle++
+			e.cond.Wait()
+			e.idle--
+		}
+		if len(e.queue) == 0 || e.ctx.Err() != nil {
+			return
+		}
+		it := e.queue[0]
+		e.queue[0] = nil
+		e.queue = e.queue[1:]
+		st := e.items[it.GetId()]
+		var res *pluginv1.ItemResult
+		if st.cancelled != "" {
+			res = &pluginv1.ItemResult{Id: it.GetId(), Outcome: pluginv1.Outcome_OUTCOME_FAILED, Message: "cancelled: " + oneLine(st.cancelled)}
+		} else {
+			ctx, cancel := context.WithCancelCause(e.ctx)
+			st.cancel = cancel
+			e.mu.Unlock()
+			res = e.run(ctx, it)
+			cancel(nil)
+			e.mu.Lock()
+		}
+		delete(e.items, it.GetId())
+		e.results = append(e.results, res)
+		if len(e.results) == 1 || (e.inputDone && len(e.items) == 0) {
+			e.signal()
+		}
+	}
+}
+
+// run calls the author's Execute for one item; a panic fails the item.
+func (e *execution) run(ctx context.Context, it *pluginv1.Item) (res *pluginv1.ItemResult) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.p.logger.Error("panic in Execute", "item", it.GetResource()+"/"+it.GetName(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			res = &pluginv1.ItemResult{Id: it.GetId(), Outcome: pluginv1.Outcome_OUTCOME_FAILED, Message: oneLine(fmt.Sprintf("plugin panicked: %v", v))}
+		}
+	}()
+	in := &DeleteItemActionInput{Item: itemFromProto(it), Backup: e.backup}
+	r := Classify(e.p.action.Execute(ctx, in))
+	res = &pluginv1.ItemResult{Id: it.GetId(), Message: oneLine(r.Message)}
+	switch r.Outcome {
+	case OutcomeDone:
+		res.Outcome = pluginv1.Outcome_OUTCOME_DONE
+	case OutcomeBlocked:
+		res.Outcome = pluginv1.Outcome_OUTCOME_BLOCKED
+		res.RetryAfter = durationpb.New(r.RetryAfter)
+	case OutcomeSkipped:
+		res.Outcome = pluginv1.Outcome_OUTCOME_SKIPPED
+	default:
+		res.Outcome = pluginv1.Outcome_OUTCOME_FAILED
+	}
+	return res
+}
+
+// sendLoop sends results as they become ready, coalescing whatever is ready
+// into one message, and returns when the input has ended and every item has
+// its result, or when the stream breaks.
+func (e *execution) sendLoop(stream pluginv1.DeleteItemActionService_ExecuteServer) error {
+	defer e.cancel(context.Canceled)
+	var spare []*pluginv1.ItemResult
+	for {
+		select {
+		case <-e.wake:
+		case <-e.ctx.Done():
+			return context.Cause(e.ctx)
+		}
+		e.mu.Lock()
+		batch := e.results
+		e.results = spare[:0]
+		done := e.inputDone && len(e.items) == 0
+		e.mu.Unlock()
+		if len(batch) > 0 {
+			if err := stream.Send(&pluginv1.ExecuteResponse{Results: batch}); err != nil {
+				return err
+			}
+			clear(batch)
+			spare = batch
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+func itemFromProto(it *pluginv1.Item) Item {
+	return Item{
+		Group:     it.GetGroup(),
+		Version:   it.GetVersion(),
+		Resource:  it.GetResource(),
+		Kind:      it.GetKind(),
+		Namespace: it.GetNamespace(),
+		Name:      it.GetName(),
+		Object:    it.GetObject(),
+	}
+}
+
+func backupFromProto(b *pluginv1.Backup) Backup {
+	out := Backup{
+		Name:            b.GetName(),
+		UID:             b.GetUid(),
+		Labels:          b.GetLabels(),
+		Annotations:     b.GetAnnotations(),
+		StorageLocation: b.GetStorageLocation(),
+	}
+	if b.GetCreatedAt() != nil {
+		out.CreatedAt = b.GetCreatedAt().AsTime()
+	}
+	if b.GetExpiresAt() != nil {
+		out.ExpiresAt = b.GetExpiresAt().AsTime()
+	}
+	return out
+}
