@@ -65,10 +65,8 @@ func (b *binary) start() (*proc, error) {
 		}
 		secure = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
-	b.mu.Lock()
-	display := b.display
-	b.mu.Unlock()
 	logger := cfg.Logger.Named("plugin")
+	lines := lineNamer{Logger: logger, b: b}
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  plugin.Handshake,
 		VersionedPlugins: plugin.VersionedPlugins(),
@@ -77,10 +75,10 @@ func (b *binary) start() (*proc, error) {
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         !cfg.DisableAutoMTLS,
 		StartTimeout:     cfg.StartTimeout,
-		Logger:           renamed{Logger: logger, name: display},
+		Logger:           pluginLogger{Logger: logger, b: b},
 		Stderr:           b.tail,
-		SyncStdout:       &lineLogger{log: logger.Named(display).Debug, tail: nil},
-		SyncStderr:       &lineLogger{log: logger.Named(display).Info, tail: b.tail},
+		SyncStdout:       &lineLogger{log: lines.Debug},
+		SyncStderr:       &lineLogger{log: lines.Info, tail: b.tail},
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(plugin.MaxMessageSize),
 			grpc.MaxCallSendMsgSize(plugin.MaxMessageSize),
@@ -285,14 +283,52 @@ func (p *proc) kill(graceful bool) {
 	})
 }
 
-// renamed makes go-plugin name a binary's log lines after its plugins
-// rather than after its file.
-type renamed struct {
+// pluginLogger is the logger go-plugin gets. It names a binary's log lines
+// after the plugins it serves, as known at the time of each line, and
+// tones down go-plugin's own messages about exits the host caused or
+// already reported.
+type pluginLogger struct {
 	hclog.Logger
-	name string
+	b *binary
 }
 
-func (r renamed) Named(string) hclog.Logger { return r.Logger.Named(r.name) }
+func (l pluginLogger) Named(string) hclog.Logger { return lineNamer(l) }
+
+func (l pluginLogger) Error(msg string, args ...any) {
+	if msg == "plugin process exited" {
+		l.Logger.Info(msg, args...)
+		return
+	}
+	l.Logger.Error(msg, args...)
+}
+
+func (l pluginLogger) Warn(msg string, args ...any) {
+	if msg == "plugin failed to exit gracefully" {
+		l.Logger.Debug(msg, args...)
+		return
+	}
+	l.Logger.Warn(msg, args...)
+}
+
+// lineNamer logs each line under the binary's current display name.
+type lineNamer struct {
+	hclog.Logger
+	b *binary
+}
+
+func (l lineNamer) named() hclog.Logger {
+	l.b.mu.Lock()
+	name := l.b.display
+	l.b.mu.Unlock()
+	return l.Logger.Named(name)
+}
+
+func (l lineNamer) Log(level hclog.Level, msg string, args ...any) { l.named().Log(level, msg, args...) }
+func (l lineNamer) Trace(msg string, args ...any)                  { l.named().Trace(msg, args...) }
+func (l lineNamer) Debug(msg string, args ...any)                  { l.named().Debug(msg, args...) }
+func (l lineNamer) Info(msg string, args ...any)                   { l.named().Info(msg, args...) }
+func (l lineNamer) Warn(msg string, args ...any)                   { l.named().Warn(msg, args...) }
+func (l lineNamer) Error(msg string, args ...any)                  { l.named().Error(msg, args...) }
 
 // tail keeps the last lines a binary wrote to stderr. Long lines are
 // truncated; it never fails a write.
