@@ -1,0 +1,54 @@
+# Lethe's build. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+GO ?= go
+TOOL := $(GO) tool -modfile=tools/go.mod
+PLUGINS := $(notdir $(wildcard plugins/*))
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/lethehq/lethe/internal/cli.Version=$(VERSION)
+# Benchmarks: BENCH selects, BENCHTIME sets the length of each.
+BENCH ?= .
+BENCHTIME ?= 1x
+BENCHPKGS ?= ./...
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/lethe and every example plugin into bin/plugins/
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/lethe ./cmd/lethe
+	@mkdir -p bin/plugins
+	@for p in $(PLUGINS); do echo "$(GO) build -o bin/plugins/$$p ./plugins/$$p"; $(GO) build -o bin/plugins/$$p ./plugins/$$p || exit 1; done
+
+.PHONY: demo
+demo: build ## run Lethe's main job end to end on the embedded defaults
+	bash internal/demo/demo.sh
+
+.PHONY: test
+test: ## run every test (-race); PostgreSQL tests need LETHE_TEST_POSTGRES_URL
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: bench
+bench: ## run the benchmarks (BENCH=regexp BENCHTIME=3x BENCHPKGS=./internal/...)
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem -timeout 60m $(BENCHPKGS)
+
+.PHONY: generate
+generate: ## regenerate the protobuf code with buf
+	$(TOOL) buf generate
+
+.PHONY: verify
+verify: generate ## regenerate code and fail on any diff; check go.mod is tidy
+	$(TOOL) buf lint
+	@git diff --exit-code -- proto || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- proto)" || { echo "untracked generated files: run 'make generate' and commit"; git status --porcelain -- proto; exit 1; }
+	$(GO) mod tidy -diff
+
+.PHONY: lint
+lint: ## gofmt, go vet and buf lint
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	$(GO) vet ./...
+	$(TOOL) buf lint
+
+.PHONY: clean
+clean: ## remove build outputs and the demo's home
+	rm -rf bin .demo

@@ -1,0 +1,189 @@
+// Package backup defines the Backup kind: how a backup's spec and status are
+// stored in a catalog resource, and where its tarball lives in storage. It
+// owns no behaviour beyond (de)serialising; the deletion pipeline, TTL and
+// sync build on it.
+package backup
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/lethehq/lethe/internal/catalog"
+)
+
+// Kind is the catalog kind of backups. Backups are cluster-scoped.
+const Kind = "Backup"
+
+// Spec is what a backup is: where its tarball is and when it expires.
+type Spec struct {
+	// StorageKey is the tarball's key in the backup storage.
+	StorageKey string `json:"storageKey"`
+	// Size is the tarball's size in bytes; Digest its sha256, hex.
+	Size   int64  `json:"size"`
+	Digest string `json:"digest"`
+	// Items is the number of unique items in the tarball.
+	Items int64 `json:"items"`
+	// TTL is how long the backup lives after creation; zero: forever.
+	TTL       Duration   `json:"ttl,omitzero"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Status is what the deletion pipeline reports.
+type Status struct {
+	Deletion *DeletionStatus `json:"deletion,omitempty"`
+}
+
+// DeletionStatus summarises a deletion in progress or stopped.
+type DeletionStatus struct {
+	StartedAt  time.Time                       `json:"startedAt"`
+	UpdatedAt  time.Time                       `json:"updatedAt"`
+	TotalItems int64                           `json:"totalItems"`
+	Processed  int64                           `json:"processed"`
+	Counts     map[string]catalog.OutcomeCount `json:"counts,omitempty"`
+	// Unsettled counts items waiting on a failed or blocked plugin.
+	Unsettled int64  `json:"unsettled"`
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Backup is the typed view of a Backup resource.
+type Backup struct {
+	Resource *catalog.Resource
+	Spec     Spec
+	Status   Status
+}
+
+// FromResource decodes a Backup resource.
+func FromResource(r *catalog.Resource) (*Backup, error) {
+	if r.Kind != Kind {
+		return nil, fmt.Errorf("%s is not a %s", r.Key(), Kind)
+	}
+	b := &Backup{Resource: r}
+	if len(r.Spec) > 0 {
+		if err := json.Unmarshal(r.Spec, &b.Spec); err != nil {
+			return nil, fmt.Errorf("backup %s: spec: %w", r.Name, err)
+		}
+	}
+	if len(r.Status) > 0 {
+		if err := json.Unmarshal(r.Status, &b.Status); err != nil {
+			return nil, fmt.Errorf("backup %s: status: %w", r.Name, err)
+		}
+	}
+	return b, nil
+}
+
+// Encode writes Spec and Status back into the resource.
+func (b *Backup) Encode() error {
+	spec, err := json.Marshal(b.Spec)
+	if err != nil {
+		return err
+	}
+	status, err := json.Marshal(b.Status)
+	if err != nil {
+		return err
+	}
+	b.Resource.Spec, b.Resource.Status = spec, status
+	return nil
+}
+
+// Name is the backup's name.
+func (b *Backup) Name() string { return b.Resource.Name }
+
+// Key returns the catalog key of the backup named name.
+func Key(name string) catalog.Key { return catalog.Key{Kind: Kind, Name: name} }
+
+// StorageKey is where a backup's tarball lives in storage, in Velero's
+// layout: backups/<name>/<name>.tar.gz.
+func StorageKey(name string) string { return "backups/" + name + "/" + name + ".tar.gz" }
+
+// NameFromStorageKey is the inverse of StorageKey; ok is false for keys
+// that are not backup tarballs.
+func NameFromStorageKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "backups/")
+	if !ok {
+		return "", false
+	}
+	name, file, ok := strings.Cut(rest, "/")
+	if !ok || file != name+".tar.gz" || ValidateName(name) != nil {
+		return "", false
+	}
+	return name, true
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+// ValidateName checks a backup name: a DNS subdomain, at most 253 chars.
+func ValidateName(name string) error {
+	if len(name) == 0 || len(name) > 253 || !nameRE.MatchString(name) {
+		return fmt.Errorf("invalid backup name %q: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// DeletionDelay returns the delay from the lethe.io/deletion-delay
+// annotation, or def when it is absent.
+func DeletionDelay(r *catalog.Resource, def time.Duration) (time.Duration, error) {
+	v, ok := r.Annotations[catalog.AnnotationDeletionDelay]
+	if !ok {
+		return def, nil
+	}
+	d, err := ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("annotation %s=%q: %w", catalog.AnnotationDeletionDelay, v, err)
+	}
+	return d, nil
+}
+
+// Duration is a time.Duration that marshals as a Go duration string.
+type Duration time.Duration
+
+// MarshalJSON writes "1h30m0s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads "1h30m" (or a number of nanoseconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return err
+		}
+		*d = Duration(n)
+		return nil
+	}
+	v, err := ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+// ParseDuration parses a Go duration, plus a "d" suffix for days ("7d",
+// "1d12h"). Negative durations are refused.
+func ParseDuration(in string) (time.Duration, error) {
+	s := strings.TrimSpace(in)
+	var total time.Duration
+	if i := strings.Index(s, "d"); i > 0 {
+		var days int
+		if _, err := fmt.Sscanf(s[:i], "%d", &days); err != nil || fmt.Sprint(days) != s[:i] {
+			return 0, fmt.Errorf("invalid duration %q (examples: 90s, 15m, 2h, 7d)", in)
+		}
+		total = time.Duration(days) * 24 * time.Hour
+		s = s[i+1:]
+		if s == "" {
+			return checkNonNegative(total)
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (examples: 90s, 15m, 2h, 7d)", in)
+	}
+	return checkNonNegative(total + d)
+}
+
+func checkNonNegative(d time.Duration) (time.Duration, error) {
+	if d < 0 {
+		return 0, fmt.Errorf("duration %s is negative", d)
+	}
+	return d, nil
+}

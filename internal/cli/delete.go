@@ -1,0 +1,298 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
+)
+
+func newBackupDeleteCmd(a *app) *cobra.Command {
+	var dryRun, yes, force, async, wait bool
+	var delay string
+	c := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a backup: run its plugins, then purge the tarball and the record",
+		Long: `Delete runs every matching plugin on every item of the backup's tarball, in
+alphanumeric order of the plugins' names, and purges the tarball and the
+catalog record only when every item is done or skipped.
+
+If the backup has a grace window (--deletion-delay at create, the annotation
+lethe.io/deletion-delay, or --deletion-delay here), the deletion is only
+scheduled; 'lethe backup undelete NAME' cancels it until the window ends,
+and --force skips the wait.
+
+If an item fails or is blocked, the backup stays, with its progress in
+'lethe backup get NAME'. Running delete again resumes: only the items that
+are not done yet are sent again. An interrupted deletion (Ctrl-C, a crash)
+resumes the same way.
+
+Exit codes: 0 purged or scheduled, 1 error, 2 bad usage, 3 some items are
+failed or blocked (the backup stays).`,
+		Example: `  # See what would happen, then do it
+  lethe backup delete nightly-0412 --dry-run
+  lethe backup delete nightly-0412 --yes
+
+  # Skip the grace window
+  lethe backup delete nightly-0412 --yes --force
+
+  # Let the daemon (lethe server) do the work
+  lethe backup delete nightly-0412 --yes --async`,
+		Args: exactArgs(1, "NAME"),
+	}
+	out := outputFlag(c, "table")
+	f := c.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "print the plan (items per plugin, samples, what is purged) and change nothing")
+	f.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	f.BoolVar(&force, "force", false, "skip the grace window and delete now")
+	f.StringVar(&delay, "deletion-delay", "", "grace window for this deletion, e.g. 24h (overrides the annotation)")
+	f.BoolVar(&wait, "wait", true, "wait for the deletion to finish, with progress")
+	f.BoolVar(&async, "async", false, "only request the deletion; 'lethe server' runs it")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		name := args[0]
+		if err := backup.ValidateName(name); err != nil {
+			return usageError{err}
+		}
+		opts := deletion.Options{Actor: "cli", Force: force, Async: async || !wait}
+		if delay != "" {
+			d, err := backup.ParseDuration(delay)
+			if err != nil {
+				return usageError{fmt.Errorf("--deletion-delay: %w", err)}
+			}
+			opts.Delay = &d
+		}
+		ctx := cmd.Context()
+		del, err := a.deleter(ctx)
+		if err != nil {
+			return err
+		}
+		plan, err := del.Plan(ctx, name, opts)
+		if err != nil {
+			return err
+		}
+		if dryRun {
+			if *out != "table" {
+				return printStructured(a.s.Out, *out, plan)
+			}
+			a.printPlan(plan)
+			return nil
+		}
+		if plan.Rejected != "" {
+			return errors.New(plan.Rejected)
+		}
+		if !yes {
+			q := fmt.Sprintf("Delete backup %s (%d items, %s)?", name, plan.TotalItems, pluginSummary(plan))
+			if plan.DueAt != nil {
+				q = fmt.Sprintf("Schedule the deletion of backup %s for %s?", name, plan.DueAt.Local().Format(time.RFC3339))
+			}
+			ok, err := a.confirm(q)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				fmt.Fprintln(a.s.Err, "Nothing deleted.")
+				return nil
+			}
+		}
+		bar := a.newProgress(plan.TotalItems)
+		opts.Progress = bar.update
+		rep, err := del.Delete(ctx, name, opts)
+		bar.finish()
+		if err != nil {
+			return err
+		}
+		if *out != "table" {
+			if err := printStructured(a.s.Out, *out, rep); err != nil {
+				return err
+			}
+		} else {
+			a.printReport(rep)
+		}
+		if rep.Result == deletion.ResultIncomplete {
+			return errIncomplete
+		}
+		return nil
+	}
+	return c
+}
+
+func pluginSummary(p *deletion.Plan) string {
+	var parts []string
+	for _, pp := range p.Plugins {
+		if pp.Items > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %d", pp.Plugin, pp.Items))
+		}
+	}
+	if len(parts) == 0 {
+		return "no plugin wants any item"
+	}
+	return "plugins " + strings.Join(parts, ", ")
+}
+
+func (a *app) printPlan(p *deletion.Plan) {
+	w := a.s.Out
+	fmt.Fprintf(w, "Plan for deleting backup %s (dry run: nothing changes)\n", p.Backup)
+	fmt.Fprintf(w, "Phase:     %s\n", p.Phase)
+	if p.Rejected != "" {
+		fmt.Fprintf(w, "REJECTED:  %s\n", p.Rejected)
+		fmt.Fprintln(w, "The deletion would stop before any plugin runs; nothing would change.")
+		return
+	}
+	if p.DueAt != nil {
+		fmt.Fprintf(w, "Schedule:  the deletion waits in a grace window until %s (use --force to skip it)\n", p.DueAt.Local().Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, "Items:     %d in the tarball", p.TotalItems)
+	if p.AlreadySettled > 0 {
+		fmt.Fprintf(w, ", %d already settled by an earlier run", p.AlreadySettled)
+	}
+	fmt.Fprintf(w, ", %d wanted by no plugin\n", p.Unmatched)
+	fmt.Fprintln(w, "Plugins, in the order they run:")
+	if len(p.Plugins) == 0 {
+		fmt.Fprintln(w, "  (none installed: items would be settled without any plugin)")
+	}
+	for _, pp := range p.Plugins {
+		fmt.Fprintf(w, "  %-36s %8d items   selector: %s\n", pp.Plugin, pp.Items, pp.Selector)
+		for _, s := range pp.Samples {
+			fmt.Fprintf(w, "      e.g. %s\n", s)
+		}
+	}
+	fmt.Fprintln(w, "Purged once every item is done or skipped:")
+	for _, s := range p.Purge {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+}
+
+func (a *app) printReport(r *deletion.Report) {
+	w := a.s.Out
+	switch r.Result {
+	case deletion.ResultScheduled:
+		fmt.Fprintf(w, "backup %s: deletion scheduled for %s (in %s); undo with: lethe backup undelete %s\n",
+			r.Backup, r.DueAt.Local().Format(time.RFC3339), human(time.Until(r.DueAt)), r.Backup)
+		return
+	case deletion.ResultQueued:
+		fmt.Fprintf(w, "backup %s: deletion requested; 'lethe server' will run it (follow with: lethe backup get %s)\n", r.Backup, r.Backup)
+		return
+	}
+	if len(r.Counts) > 0 {
+		t := newTable(w, "PLUGIN", "DONE", "SKIPPED", "FAILED", "BLOCKED")
+		for _, name := range slices.Sorted(maps.Keys(r.Counts)) {
+			c := r.Counts[name]
+			t.row(name, fmt.Sprint(c.Done), fmt.Sprint(c.Skipped), fmt.Sprint(c.Failed), fmt.Sprint(c.Blocked))
+		}
+		_ = t.flush()
+	}
+	switch r.Result {
+	case deletion.ResultPurged:
+		fmt.Fprintf(w, "backup %s deleted: %d items; purged %s\n", r.Backup, r.TotalItems, strings.Join(r.Purged, " and "))
+	case deletion.ResultIncomplete:
+		fmt.Fprintf(w, "backup %s NOT deleted: %d of %d items are failed or blocked; the backup and its tarball stay.\n",
+			r.Backup, r.UnsettledCount, r.TotalItems)
+		for _, o := range r.Unsettled {
+			fmt.Fprintf(w, "  %-7s %s  %s: %s\n", o.Outcome, o.ItemKey, o.Plugin, o.Message)
+		}
+		if r.UnsettledCount > len(r.Unsettled) {
+			fmt.Fprintf(w, "  ... and %d more (lethe backup get %s -o json)\n", r.UnsettledCount-len(r.Unsettled), r.Backup)
+		}
+		fmt.Fprintf(w, "Fix the cause, then run 'lethe backup delete %s' again: only these items are retried.\n", r.Backup)
+	}
+}
+
+// progress shows a bar on a terminal and plain lines elsewhere.
+type progress struct {
+	mu       sync.Mutex
+	bar      *progressbar.ProgressBar
+	a        *app
+	total    int64
+	last     time.Time
+	lastDone int64
+}
+
+func (a *app) newProgress(total int64) *progress {
+	p := &progress{a: a, total: total, last: time.Now()}
+	if a.s.InteractiveErr && total > 0 {
+		p.bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(a.s.Err),
+			progressbar.OptionSetDescription("deleting"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("items"),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return p
+}
+
+func (p *progress) update(pr deletion.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		_ = p.bar.Set64(pr.Processed)
+		return
+	}
+	if now := time.Now(); now.Sub(p.last) >= 2*time.Second {
+		rate := float64(pr.Processed-p.lastDone) / now.Sub(p.last).Seconds()
+		fmt.Fprintf(p.a.s.Err, "progress: %d/%d items (%.0f items/s)\n", pr.Processed, pr.Total, rate)
+		p.last, p.lastDone = now, pr.Processed
+	}
+}
+
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+func newBackupUndeleteCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "undelete NAME",
+		Short: "Cancel a scheduled deletion while its grace window is open",
+		Long: `Undelete returns a backup whose deletion is Scheduled to Active. It works
+until the grace window ends, across restarts. Once a deletion is running
+(Deleting), plugins have acted and it can no longer be undone.`,
+		Example: `  lethe backup undelete nightly-0412`,
+		Args:    exactArgs(1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, err := a.catalog(ctx)
+			if err != nil {
+				return err
+			}
+			r, err := st.Get(ctx, backup.Key(args[0]))
+			if errors.Is(err, catalog.ErrNotFound) {
+				return fmt.Errorf("backup %q not found", args[0])
+			}
+			if err != nil {
+				return err
+			}
+			switch r.Phase {
+			case catalog.PhaseActive:
+				return fmt.Errorf("backup %s has no deletion scheduled", r.Name)
+			case catalog.PhaseDeleting:
+				return fmt.Errorf("backup %s is already being deleted (since %s): its plugins have acted, so it cannot be undeleted",
+					r.Name, r.DeletionTimestamp.Local().Format(time.RFC3339))
+			}
+			if _, err := st.Undelete(ctx, r.Key(), "cli", "undelete requested"); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.s.Out, "backup %s: scheduled deletion cancelled; it is Active again\n", r.Name)
+			return nil
+		},
+	}
+}

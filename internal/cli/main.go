@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// Streams are the command's standard streams and environment.
+type Streams struct {
+	In     io.Reader
+	Out    io.Writer
+	Err    io.Writer
+	Getenv func(string) string
+	// InteractiveIn reports whether In is a terminal a person types at.
+	InteractiveIn bool
+	// InteractiveErr reports whether Err is a terminal (progress bars).
+	InteractiveErr bool
+}
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitIncomplete  = 3
+	exitInterrupted = 130
+)
+
+// errIncomplete marks a command that worked but left work undone (items
+// failed or blocked); Main exits with exitIncomplete.
+var errIncomplete = errors.New("incomplete")
+
+// usageError marks bad input on the command line.
+type usageError struct{ error }
+
+// Main runs the CLI with the process's streams and returns the exit code.
+// The first SIGINT or SIGTERM cancels the running command gracefully
+// (progress is saved, plugins are stopped); a second one exits at once.
+func Main(args []string) int {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	aborts := &abortHooks{}
+	go func() {
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "\nlethe: %s: stopping; press Ctrl-C again to abort\n", sig)
+		cancel(fmt.Errorf("interrupted by %s", sig))
+		if _, ok := <-sigs; ok {
+			aborts.run()
+			os.Exit(exitInterrupted)
+		}
+	}()
+	s := Streams{
+		In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Getenv: os.Getenv,
+		InteractiveIn:  term.IsTerminal(int(os.Stdin.Fd())),
+		InteractiveErr: term.IsTerminal(int(os.Stderr.Fd())),
+	}
+	code := Run(ctx, args, s, aborts)
+	if code != exitOK && ctx.Err() != nil {
+		return exitInterrupted
+	}
+	return code
+}
+
+// Run runs the CLI and returns the exit code. Errors are printed as one
+// line on s.Err.
+func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int {
+	if aborts == nil {
+		aborts = &abortHooks{}
+	}
+	root, a := newRoot(s, aborts)
+	root.SetArgs(args)
+	root.SetIn(s.In)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	err := root.ExecuteContext(ctx)
+	err = errors.Join(err, a.close())
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, errIncomplete) {
+		return exitIncomplete
+	}
+	msg := strings.TrimSpace(err.Error())
+	msg = strings.ReplaceAll(msg, "\n", " ")
+	fmt.Fprintf(s.Err, "Error: %s\n", msg)
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsage(msg) {
+		fmt.Fprintf(s.Err, "Run '%s --help' for usage.\n", commandPath(root, args))
+		return exitUsage
+	}
+	return exitError
+}
+
+func isCobraUsage(msg string) bool {
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires at least", "requires at most", "invalid argument", "flag needs an argument", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func commandPath(root *cobra.Command, args []string) string {
+	c, _, err := root.Find(args)
+	if err != nil || c == nil {
+		return "lethe"
+	}
+	return c.CommandPath()
+}
+
+// abortHooks run when the user aborts with a second signal: they kill
+// plugin processes so nothing outlives lethe.
+type abortHooks struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func (a *abortHooks) add(f func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fns = append(a.fns, f)
+}
+
+func (a *abortHooks) run() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, f := range a.fns {
+		f()
+	}
+}

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lethehq/lethe/pkg/plugin"
+)
+
+// Version is set at build time with -ldflags "-X github.com/lethehq/lethe/internal/cli.Version=v1.2.3".
+var Version = "dev"
+
+func newVersionCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "version",
+		Short: "Print Lethe's version and plugin protocol version",
+		Args:  exactArgs(0, ""),
+	}
+	out := outputFlag(c, "table")
+	c.RunE = func(*cobra.Command, []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		v := map[string]any{"version": Version, "pluginProtocol": plugin.ProtocolVersion, "go": runtime.Version()}
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					v["commit"] = s.Value
+				}
+			}
+		}
+		if *out != "table" {
+			return printStructured(a.s.Out, *out, v)
+		}
+		fmt.Fprintf(a.s.Out, "lethe %s (plugin protocol %d, %s)\n", Version, plugin.ProtocolVersion, runtime.Version())
+		return nil
+	}
+	return c
+}

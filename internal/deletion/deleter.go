@@ -1,0 +1,279 @@
+package deletion
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/lethehq/lethe/internal/archive"
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/blobstore"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/pkg/plugin"
+)
+
+// Queue is the work queue that holds backup deletions; the key is the
+// backup's UID.
+const Queue = "deletion"
+
+// Defaults.
+const (
+	LeaseTTLDefault           = 30 * time.Second
+	CheckpointEveryDefault    = 20000
+	CheckpointIntervalDefault = time.Second
+)
+
+// Session is one plugin's stream of items (see pluginhost.Session).
+type Session interface {
+	Send(ctx context.Context, it pluginhost.Item) error
+	Results() <-chan pluginhost.Result
+	CloseSend()
+	Close()
+}
+
+// Plugins is the set of plugins the pipeline drives.
+type Plugins interface {
+	// Plugins lists the plugins, sorted by name.
+	Plugins() []pluginhost.Info
+	// Open starts a session of one plugin for one backup.
+	Open(ctx context.Context, name string, b plugin.Backup, opts pluginhost.SessionOptions) (Session, error)
+}
+
+// HostPlugins adapts a plugin host to Plugins.
+func HostPlugins(h *pluginhost.Host) Plugins { return hostPlugins{h} }
+
+type hostPlugins struct{ h *pluginhost.Host }
+
+func (p hostPlugins) Plugins() []pluginhost.Info { return p.h.Plugins() }
+
+func (p hostPlugins) Open(ctx context.Context, name string, b plugin.Backup, opts pluginhost.SessionOptions) (Session, error) {
+	return p.h.OpenSession(ctx, name, b, opts)
+}
+
+// Config configures a Deleter.
+type Config struct {
+	Store   catalog.Store
+	Blobs   blobstore.Store
+	Plugins Plugins
+	Logger  hclog.Logger
+	// Now is the clock; time.Now by default.
+	Now func() time.Time
+	// Holder names this process in leases; "<host> pid <pid>" by default.
+	Holder   string
+	LeaseTTL time.Duration
+	// Checkpoints are written every CheckpointEvery settled items or every
+	// CheckpointInterval, whichever comes first.
+	CheckpointEvery    int
+	CheckpointInterval time.Duration
+	Limits             archive.Limits
+	Session            pluginhost.SessionOptions
+}
+
+func (c *Config) withDefaults() *Config {
+	out := *c
+	out.Logger = cmp.Or[hclog.Logger](c.Logger, hclog.NewNullLogger())
+	if out.Now == nil {
+		out.Now = time.Now
+	}
+	if out.Holder == "" {
+		host, _ := os.Hostname()
+		out.Holder = fmt.Sprintf("%s pid %d", cmp.Or(host, "localhost"), os.Getpid())
+	}
+	out.LeaseTTL = cmp.Or(c.LeaseTTL, LeaseTTLDefault)
+	out.CheckpointEvery = cmp.Or(c.CheckpointEvery, CheckpointEveryDefault)
+	out.CheckpointInterval = cmp.Or(c.CheckpointInterval, CheckpointIntervalDefault)
+	return &out
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("deletion: Config.Store is required")
+	case c.Blobs == nil:
+		return errors.New("deletion: Config.Blobs is required")
+	case c.Plugins == nil:
+		return errors.New("deletion: Config.Plugins is required")
+	case c.LeaseTTL < time.Second:
+		return errors.New("deletion: Config.LeaseTTL must be at least 1s")
+	}
+	return nil
+}
+
+// Deleter deletes backups.
+type Deleter struct {
+	cfg *Config
+	log hclog.Logger
+}
+
+// New returns a Deleter.
+func New(cfg *Config) (*Deleter, error) {
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &Deleter{cfg: c, log: c.Logger.Named("deletion")}, nil
+}
+
+// Options tune one deletion request.
+type Options struct {
+	Actor  string
+	Reason string
+	// Force skips the grace window.
+	Force bool
+	// Delay, when set, overrides the backup's deletion-delay annotation
+	// and DefaultDelay.
+	Delay        *time.Duration
+	DefaultDelay time.Duration
+	// Async only requests the deletion: the backup moves to Deleting (or
+	// Scheduled) and a work item is queued for the daemon.
+	Async bool
+	// Progress, when set, is called as items settle.
+	Progress func(Progress)
+}
+
+// Progress is a snapshot of a running deletion.
+type Progress struct {
+	Processed int64
+	Total     int64
+}
+
+// Result says how a deletion request ended.
+type Result string
+
+// The results of Delete.
+const (
+	ResultScheduled  Result = "scheduled"  // in the grace window
+	ResultQueued     Result = "queued"     // Deleting, left to the daemon
+	ResultPurged     Result = "purged"     // gone
+	ResultIncomplete Result = "incomplete" // some items failed or are blocked
+)
+
+// Report is the outcome of a deletion request.
+type Report struct {
+	Backup string
+	Result Result
+	DueAt  time.Time
+	// TotalItems is the number of unique items in the tarball.
+	TotalItems int64
+	// Counts are the settled outcomes by plugin.
+	Counts map[string]catalog.OutcomeCount
+	// Unsettled are the failed and blocked items (at most 20), of
+	// UnsettledCount.
+	Unsettled      []catalog.ItemOutcome
+	UnsettledCount int
+	// Purged lists what was purged, e.g. the tarball's URL and the record.
+	Purged []string
+}
+
+func (d *Deleter) now() time.Time { return d.cfg.Now().UTC() }
+
+// Holder is the name this Deleter uses in leases.
+func (d *Deleter) Holder() string { return d.cfg.Holder }
+
+// Delete requests the deletion of the named backup and, unless it is
+// scheduled or Async is set, runs it to the end.
+//
+// The tarball is validated before anything changes: a hostile or corrupt
+// tarball returns an error and leaves the backup as it was.
+func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Report, error) {
+	b, err := d.get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	r := b.Resource
+	if r.Phase != catalog.PhaseDeleting {
+		if _, err := d.validate(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+	actor := cmp.Or(opts.Actor, "cli")
+	switch r.Phase {
+	case catalog.PhaseActive:
+		delay := opts.DefaultDelay
+		if opts.Delay != nil {
+			delay = *opts.Delay
+		} else if delay, err = backup.DeletionDelay(r, opts.DefaultDelay); err != nil {
+			return nil, err
+		}
+		if delay > 0 && !opts.Force {
+			r, err = d.cfg.Store.Schedule(ctx, r.Key(), catalog.ScheduleOptions{
+				Delay: delay, Actor: actor, Reason: cmp.Or(opts.Reason, "deletion requested"),
+			})
+			if err != nil {
+				return nil, err
+			}
+			return &Report{Backup: name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, nil
+		}
+	case catalog.PhaseScheduled:
+		if !opts.Force && r.DeletionDueAt != nil && d.now().Before(*r.DeletionDueAt) {
+			return &Report{Backup: name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, nil
+		}
+	}
+	if r.Phase != catalog.PhaseDeleting {
+		if _, err := d.cfg.Store.Delete(ctx, r.Key(), catalog.DeleteOptions{
+			Finalizers: []string{catalog.FinalizerDeleteActions},
+			Force:      opts.Force,
+			Actor:      actor,
+			Reason:     cmp.Or(opts.Reason, "deletion requested"),
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := d.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: d.now()}); err != nil {
+		return nil, err
+	}
+	if opts.Async {
+		return &Report{Backup: name, Result: ResultQueued}, nil
+	}
+	return d.Run(ctx, name, opts)
+}
+
+// Undelete cancels a scheduled deletion.
+func (d *Deleter) Undelete(ctx context.Context, name, actor string) (*catalog.Resource, error) {
+	b, err := d.get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if b.Resource.Phase == catalog.PhaseDeleting {
+		return nil, fmt.Errorf("backup %s is already being deleted (since %s): its plugins have run, so it cannot be undeleted",
+			name, b.Resource.DeletionTimestamp.Format(time.RFC3339))
+	}
+	return d.cfg.Store.Undelete(ctx, b.Resource.Key(), cmp.Or(actor, "cli"), "undelete requested")
+}
+
+func (d *Deleter) get(ctx context.Context, name string) (*backup.Backup, error) {
+	r, err := d.cfg.Store.Get(ctx, backup.Key(name))
+	if errors.Is(err, catalog.ErrNotFound) {
+		if ts, terr := d.cfg.Store.GetTombstone(ctx, backup.Key(name)); terr == nil {
+			return nil, fmt.Errorf("backup %q was purged at %s by %s", name, ts.PurgedAt.Format(time.RFC3339), ts.Actor)
+		}
+		return nil, fmt.Errorf("backup %q not found", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return backup.FromResource(r)
+}
+
+// validate streams the whole tarball once and checks it.
+func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summary, error) {
+	rc, err := d.cfg.Blobs.Open(ctx, b.Spec.StorageKey)
+	if err != nil {
+		if errors.Is(err, blobstore.ErrNotFound) {
+			return nil, fmt.Errorf("backup %s: tarball %s not found in %s", b.Name(), b.Spec.StorageKey, d.cfg.Blobs.URL())
+		}
+		return nil, fmt.Errorf("backup %s: %w", b.Name(), err)
+	}
+	defer rc.Close()
+	sum, err := archive.Validate(rc, d.cfg.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("backup %s: tarball rejected: %w", b.Name(), err)
+	}
+	return sum, nil
+}

@@ -1,0 +1,353 @@
+package deletion_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/archive"
+	"github.com/lethehq/lethe/internal/archive/archivetest"
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/blobstore"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/drivers"
+	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/pluginhost"
+)
+
+// recorderBin is the test plugin binary (testdata/recorder), built once.
+var recorderBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lethe-deletion-test-")
+	if err != nil {
+		panic(err)
+	}
+	recorderBin = filepath.Join(dir, "recorder")
+	out, err := exec.Command("go", "build", "-o", recorderBin, "./testdata/recorder").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building the recorder plugin: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const (
+	pluginA = "test.lethe.io/a-first"
+	pluginB = "test.lethe.io/b-second"
+	pluginC = "test.lethe.io/c-pods"
+)
+
+type env struct {
+	t        *testing.T
+	ctx      context.Context
+	store    catalog.Store
+	blobs    blobstore.Store
+	host     *pluginhost.Host
+	del      *deletion.Deleter
+	record   string
+	blockDir string
+	now      time.Time
+}
+
+// newEnv wires a real SQLite catalog, a file storage folder and the
+// recorder plugin running as a subprocess.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	e := &env{t: t, ctx: context.Background(), record: filepath.Join(dir, "record.tsv"), blockDir: filepath.Join(dir, "locks"), now: time.Now().UTC()}
+	require.NoError(t, os.MkdirAll(e.blockDir, 0o750))
+	t.Setenv("LETHE_RECORD_FILE", e.record)
+	t.Setenv("LETHE_RECORD_CONTROL_DIR", e.blockDir)
+
+	st, err := drivers.Open(e.ctx, "sqlite://"+filepath.Join(dir, "lethe.db"), &catalog.Config{Now: e.clock})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	e.store = st
+
+	bl, err := blobstore.Open(e.ctx, "file://"+filepath.Join(dir, "storage"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = bl.Close() })
+	e.blobs = bl
+
+	pdir := filepath.Join(dir, "plugins")
+	require.NoError(t, os.MkdirAll(pdir, 0o750))
+	require.NoError(t, os.Link(recorderBin, filepath.Join(pdir, "recorder")))
+	h, err := pluginhost.New(&pluginhost.Config{Dir: pdir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	e.host = h
+
+	e.del, err = deletion.New(&deletion.Config{
+		Store: st, Blobs: bl, Plugins: deletion.HostPlugins(h), Now: e.clock,
+		CheckpointEvery: 50,
+	})
+	require.NoError(t, err)
+	return e
+}
+
+func (e *env) clock() time.Time { return e.now }
+
+// items returns n items: namespaced pods, deployments and cluster-scoped
+// persistent volumes.
+func items(n int) []archivetest.ItemSpec {
+	out := make([]archivetest.ItemSpec, 0, n)
+	for i := range n {
+		switch i % 3 {
+		case 0:
+			out = append(out, archivetest.ItemSpec{Resource: "pods", Kind: "Pod", Namespace: "ns-a", Name: fmt.Sprintf("item-%d", i), Size: 300})
+		case 1:
+			out = append(out, archivetest.ItemSpec{Group: "apps", Resource: "deployments", Kind: "Deployment", Namespace: "ns-b", Name: fmt.Sprintf("item-%d", i), Size: 300})
+		default:
+			out = append(out, archivetest.ItemSpec{Resource: "persistentvolumes", Kind: "PersistentVolume", Name: fmt.Sprintf("item-%d", i), Size: 300})
+		}
+	}
+	return out
+}
+
+// addBackup stores a tarball and records the backup, as `backup create`
+// does.
+func (e *env) addBackup(name string, specs []archivetest.ItemSpec, opts archivetest.Options, annotations map[string]string) {
+	e.t.Helper()
+	var buf bytes.Buffer
+	require.NoError(e.t, archivetest.Write(&buf, specs, opts))
+	e.addRawBackup(name, buf.Bytes(), annotations)
+}
+
+func (e *env) addRawBackup(name string, tarball []byte, annotations map[string]string) {
+	e.t.Helper()
+	spec := backup.Spec{StorageKey: backup.StorageKey(name), Size: int64(len(tarball))}
+	if sum, err := archive.Validate(bytes.NewReader(tarball), archive.Limits{}); err == nil {
+		spec.Digest, spec.Items = sum.Digest, sum.Items
+	}
+	require.NoError(e.t, e.blobs.Put(e.ctx, spec.StorageKey, bytes.NewReader(tarball)))
+	b := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: name, Annotations: annotations}, Spec: spec}
+	require.NoError(e.t, b.Encode())
+	_, err := e.store.Create(e.ctx, b.Resource)
+	require.NoError(e.t, err)
+}
+
+// lines returns the recorder's lines, each "<plugin>\t<item key>".
+func (e *env) lines() []string {
+	e.t.Helper()
+	b, err := os.ReadFile(e.record)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	require.NoError(e.t, err)
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+func keyOf(s archivetest.ItemSpec) string { return s.Key() }
+
+func (e *env) requirePurged(name string) {
+	e.t.Helper()
+	_, err := e.store.Get(e.ctx, backup.Key(name))
+	require.ErrorIs(e.t, err, catalog.ErrNotFound)
+	ts, err := e.store.GetTombstone(e.ctx, backup.Key(name))
+	require.NoError(e.t, err)
+	require.Equal(e.t, name, ts.Key.Name)
+	_, err = e.blobs.Stat(e.ctx, backup.StorageKey(name))
+	require.ErrorIs(e.t, err, blobstore.ErrNotFound)
+}
+
+func TestDeleteDeliversEveryItemOnceInPluginOrder(t *testing.T) {
+	e := newEnv(t)
+	specs := items(300)
+	// Velero 1.1.0 writes each item twice (plain and preferred version):
+	// plugins must still see it once.
+	e.addBackup("nightly", specs, archivetest.Options{PreferredVersionCopies: true}, nil)
+
+	rep, err := e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	require.EqualValues(t, 300, rep.TotalItems)
+
+	// Every item exactly once per matching plugin, and for each item the
+	// plugins ran in alphanumeric order of their names.
+	pos := map[string]int{}
+	for i, l := range e.lines() {
+		_, dup := pos[l]
+		require.False(t, dup, "delivered twice: %s", l)
+		pos[l] = i
+	}
+	pods := 0
+	for _, s := range specs {
+		a, okA := pos[pluginA+"\t"+keyOf(s)]
+		b, okB := pos[pluginB+"\t"+keyOf(s)]
+		require.True(t, okA && okB, "item %s not delivered to both catch-all plugins", keyOf(s))
+		require.Less(t, a, b, "item %s: %s ran after %s", keyOf(s), pluginA, pluginB)
+		c, okC := pos[pluginC+"\t"+keyOf(s)]
+		require.Equal(t, s.Resource == "pods", okC, "c-pods selects pods only; item %s", keyOf(s))
+		if okC {
+			pods++
+			require.Less(t, b, c, "item %s: %s ran after %s", keyOf(s), pluginB, pluginC)
+		}
+	}
+	require.Len(t, pos, 600+pods)
+	require.EqualValues(t, 300, rep.Counts[pluginA].Done)
+	require.EqualValues(t, pods, rep.Counts[pluginC].Done)
+	e.requirePurged("nightly")
+}
+
+func TestFailedItemKeepsBackupAndRerunRetriesOnlyIt(t *testing.T) {
+	e := newEnv(t)
+	specs := items(120)
+	e.addBackup("nightly", specs, archivetest.Options{}, nil)
+	failFile := filepath.Join(e.blockDir, "item-77.fail")
+	require.NoError(t, os.WriteFile(failFile, nil, 0o600))
+
+	rep, err := e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result)
+	require.Equal(t, 1, rep.UnsettledCount)
+	require.Equal(t, pluginA, rep.Unsettled[0].Plugin)
+	require.Equal(t, "failed", rep.Unsettled[0].Outcome)
+	require.Contains(t, rep.Unsettled[0].Message, "injected failure")
+
+	// The backup and its tarball stay, with the failure visible.
+	r, err := e.store.Get(e.ctx, backup.Key("nightly"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseDeleting, r.Phase)
+	require.Contains(t, r.Finalizers, catalog.FinalizerDeleteActions)
+	_, err = e.blobs.Stat(e.ctx, backup.StorageKey("nightly"))
+	require.NoError(t, err)
+	prog, rows, err := e.store.LoadProgress(e.ctx, r.UID)
+	require.NoError(t, err)
+	require.EqualValues(t, 120, prog.Watermark)
+	require.Len(t, rows, 1)
+	require.EqualValues(t, 1, prog.Counts[pluginA].Failed)
+	// b-second never saw the failed item: the chain stops at the failure.
+	first := e.lines()
+	require.NotContains(t, first, pluginB+"\t"+"persistentvolumes//item-77")
+
+	// Fixed: the rerun sends only the failed item, to a-first and then b-second.
+	require.NoError(t, os.Remove(failFile))
+	rep, err = e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	second := e.lines()[len(first):]
+	require.Equal(t, []string{pluginA + "\tpersistentvolumes//item-77", pluginB + "\tpersistentvolumes//item-77"}, second)
+	e.requirePurged("nightly")
+}
+
+func TestBlockedItemWaitsForItsLock(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("nightly", items(30), archivetest.Options{}, nil)
+	lock := filepath.Join(e.blockDir, "item-5.lock")
+	require.NoError(t, os.WriteFile(lock, nil, 0o600))
+
+	rep, err := e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result)
+	require.Equal(t, "blocked", rep.Unsettled[0].Outcome)
+	require.Equal(t, e.now.Add(time.Minute), rep.Unsettled[0].NextAttemptAt.UTC())
+
+	rep, err = e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result, "still locked")
+	require.Equal(t, 2, rep.Unsettled[0].Attempts)
+
+	require.NoError(t, os.Remove(lock))
+	rep, err = e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	e.requirePurged("nightly")
+}
+
+func TestHostileTarballChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	var buf bytes.Buffer
+	require.NoError(t, archivetest.WriteEntries(&buf, []archivetest.Entry{
+		{Name: "metadata/version", Body: []byte("1.1.0")},
+		{Name: "resources/pods/namespaces/ns/ok.json", Body: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"ok","namespace":"ns"}}`)},
+		{Name: "resources/pods/namespaces/ns/../../../../etc/passwd.json", Body: []byte(`{}`)},
+	}, archivetest.Gzip))
+	e.addRawBackup("evil", buf.Bytes(), nil)
+
+	_, err := e.del.Delete(e.ctx, "evil", deletion.Options{})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "etc/passwd")
+	require.NotContains(t, err.Error(), "\n")
+
+	r, err := e.store.Get(e.ctx, backup.Key("evil"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, r.Phase, "a rejected tarball must change nothing")
+	require.Empty(t, e.lines(), "no plugin may run on a hostile tarball")
+	_, err = e.blobs.Stat(e.ctx, backup.StorageKey("evil"))
+	require.NoError(t, err)
+}
+
+func TestGraceWindowSchedulesAndUndeleteCancels(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("weekly", items(9), archivetest.Options{}, map[string]string{catalog.AnnotationDeletionDelay: "1h"})
+
+	rep, err := e.del.Delete(e.ctx, "weekly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultScheduled, rep.Result)
+	require.Equal(t, e.now.Add(time.Hour), rep.DueAt.UTC())
+	require.Empty(t, e.lines(), "nothing irreversible in the grace window")
+
+	_, err = e.del.Undelete(e.ctx, "weekly", "test")
+	require.NoError(t, err)
+	r, err := e.store.Get(e.ctx, backup.Key("weekly"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, r.Phase)
+
+	// Scheduled again; asking again before the delay is a no-op; after
+	// the delay it runs.
+	_, err = e.del.Delete(e.ctx, "weekly", deletion.Options{})
+	require.NoError(t, err)
+	rep, err = e.del.Delete(e.ctx, "weekly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultScheduled, rep.Result)
+	e.now = e.now.Add(61 * time.Minute)
+	rep, err = e.del.Delete(e.ctx, "weekly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	require.Len(t, e.lines(), 9*2+3)
+}
+
+func TestForceSkipsTheGraceWindow(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("weekly", items(6), archivetest.Options{}, map[string]string{catalog.AnnotationDeletionDelay: "24h"})
+	rep, err := e.del.Delete(e.ctx, "weekly", deletion.Options{Force: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	e.requirePurged("weekly")
+}
+
+func TestDryRunPlanChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	specs := items(30)
+	e.addBackup("nightly", specs, archivetest.Options{}, nil)
+	p, err := e.del.Plan(e.ctx, "nightly", deletion.Options{})
+	require.NoError(t, err)
+	require.Empty(t, p.Rejected)
+	require.EqualValues(t, 30, p.TotalItems)
+	require.Len(t, p.Plugins, 3)
+	require.Equal(t, pluginA, p.Plugins[0].Plugin)
+	require.EqualValues(t, 30, p.Plugins[0].Items)
+	require.EqualValues(t, 10, p.Plugins[2].Items, "c-pods gets the 10 pods")
+	require.Len(t, p.Plugins[2].Samples, 3)
+	require.True(t, strings.HasPrefix(p.Plugins[2].Samples[0], "pods/"))
+	require.Empty(t, e.lines())
+	r, err := e.store.Get(e.ctx, backup.Key("nightly"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, r.Phase)
+}

@@ -1,0 +1,481 @@
+package deletion
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lethehq/lethe/internal/archive"
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/blobstore"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/pkg/plugin"
+)
+
+const maxReportedUnsettled = 20
+
+// Run executes the deletion of a backup that is in Deleting: it claims the
+// deletion's lease, streams the items not yet settled through the plugins,
+// and purges the tarball and the record when every item is done or
+// skipped. Run is idempotent and resumes from the last checkpoint. When
+// another process holds the lease, Run says who, and until when.
+func (d *Deleter) Run(ctx context.Context, name string, opts Options) (*Report, error) {
+	b, err := d.get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if b.Resource.Phase != catalog.PhaseDeleting {
+		return nil, fmt.Errorf("backup %s is %s, not Deleting", name, b.Resource.Phase)
+	}
+	if _, err := d.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: b.Resource.UID, RunAt: d.now()}); err != nil {
+		return nil, err
+	}
+	w, err := d.cfg.Store.ClaimKey(ctx, Queue, b.Resource.UID, d.cfg.Holder, d.cfg.LeaseTTL)
+	if err != nil {
+		var held *catalog.LeaseHeldError
+		if errors.As(err, &held) {
+			return nil, fmt.Errorf("backup %s is already being deleted by %s (lease until %s)",
+				name, held.Holder, held.ExpiresAt.Local().Format(time.RFC3339))
+		}
+		return nil, err
+	}
+	return d.runLeased(ctx, b, w, opts)
+}
+
+// RunWork executes a deletion work item this process has claimed (see
+// catalog.Store.Claim); the daemon uses it.
+func (d *Deleter) RunWork(ctx context.Context, w *catalog.WorkItem, opts Options) (*Report, error) {
+	r, err := d.cfg.Store.GetByUID(ctx, w.Key)
+	if errors.Is(err, catalog.ErrNotFound) {
+		// Purged already: the work is done.
+		return nil, d.cfg.Store.Complete(ctx, w.ID, d.cfg.Holder)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := backup.FromResource(r)
+	if err != nil {
+		return nil, err
+	}
+	return d.runLeased(ctx, b, w, opts)
+}
+
+func (d *Deleter) runLeased(ctx context.Context, b *backup.Backup, w *catalog.WorkItem, opts Options) (*Report, error) {
+	name := b.Name()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	renewDone := d.keepLease(runCtx, cancel, w)
+	rep, runErr := d.run(runCtx, b, w, opts)
+	leaseErr := context.Cause(runCtx)
+	cancel(nil)
+	<-renewDone
+	// Leave the work item for a later run unless the deletion finished.
+	bg := context.WithoutCancel(ctx)
+	if runErr == nil && rep.Result == ResultPurged {
+		if err := d.cfg.Store.Complete(bg, w.ID, d.cfg.Holder); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			d.log.Warn("completing work item", "backup", name, "error", err)
+		}
+	} else {
+		msg, next := "", d.retryAt(rep, w)
+		if runErr != nil {
+			msg = runErr.Error()
+		} else {
+			msg = fmt.Sprintf("%d items unsettled", rep.UnsettledCount)
+		}
+		if err := d.cfg.Store.Release(bg, w.ID, d.cfg.Holder, next, msg); err != nil && !errors.Is(err, catalog.ErrLeaseLost) {
+			d.log.Warn("releasing work item", "backup", name, "error", err)
+		}
+	}
+	if runErr != nil {
+		if leaseErr != nil && !errors.Is(leaseErr, context.Canceled) {
+			return nil, leaseErr
+		}
+		return nil, runErr
+	}
+	return rep, nil
+}
+
+// retryAt is when the daemon should try an unfinished deletion again: the
+// earliest retry time a blocked item asked for, or a backoff that grows
+// with the attempts, capped at an hour.
+func (d *Deleter) retryAt(rep *Report, w *catalog.WorkItem) time.Time {
+	now := d.now()
+	backoff := min(time.Duration(1<<min(w.Attempts, 6))*time.Minute, time.Hour)
+	next := now.Add(backoff)
+	if rep != nil {
+		for _, o := range rep.Unsettled {
+			if o.Outcome == "blocked" && !o.NextAttemptAt.IsZero() && o.NextAttemptAt.Before(next) {
+				next = o.NextAttemptAt
+			}
+		}
+	}
+	return next
+}
+
+// keepLease renews the lease until ctx ends; losing it cancels the run.
+func (d *Deleter) keepLease(ctx context.Context, cancel context.CancelCauseFunc, w *catalog.WorkItem) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d.cfg.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := d.cfg.Store.Renew(ctx, w.ID, d.cfg.Holder, d.cfg.LeaseTTL); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					cancel(fmt.Errorf("lost the deletion lease: %w", err))
+					return
+				}
+			}
+		}
+	}()
+	return done
+}
+
+// work is one item travelling through the plugin stages.
+type work struct {
+	it *archive.Item
+	// plugins are the indexes (into the sorted plugin list) still to run,
+	// in order; next is the position reached.
+	plugins []int
+	next    int
+	// outcomes of settled plugins, for the counters.
+	settled []settledOutcome
+	// stop is set when a plugin failed or blocked the item: later plugins
+	// are not run for it.
+	stop *catalog.ItemOutcome
+	// prior is the item's existing unsettled row, if any.
+	prior *catalog.ItemOutcome
+}
+
+type settledOutcome struct {
+	plugin  int
+	outcome plugin.Outcome
+}
+
+func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem, opts Options) (*Report, error) {
+	r := b.Resource
+	rep := &Report{Backup: r.Name}
+	fence := &catalog.Fence{Queue: Queue, Key: r.UID, Holder: d.cfg.Holder}
+
+	if slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
+		sum, err := d.validate(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		rep.TotalItems = sum.Items
+		done, err := d.runPlugins(ctx, b, sum, fence, rep, opts)
+		if err != nil {
+			return nil, err
+		}
+		if !done {
+			rep.Result = ResultIncomplete
+			return rep, nil
+		}
+		if _, err := d.cfg.Store.RemoveFinalizer(ctx, r.Key(), catalog.FinalizerDeleteActions, cmp.Or(opts.Actor, "lethe")); err != nil {
+			return nil, err
+		}
+	} else if p, _, err := d.cfg.Store.LoadProgress(ctx, r.UID); err == nil {
+		rep.TotalItems, rep.Counts = p.TotalItems, p.Counts
+	}
+
+	// Every plugin action is finished: remove the tarball, then the record.
+	location := d.cfg.Blobs.URL() + "/" + b.Spec.StorageKey
+	if err := d.cfg.Blobs.Delete(ctx, b.Spec.StorageKey); err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+		return nil, fmt.Errorf("backup %s: removing tarball %s: %w", r.Name, location, err)
+	}
+	details, _ := json.Marshal(map[string]any{"tarball": location, "items": rep.TotalItems, "counts": rep.Counts})
+	err := d.cfg.Store.Purge(ctx, r.Key(), catalog.PurgeOptions{
+		Actor: cmp.Or(opts.Actor, "lethe"), Reason: cmp.Or(opts.Reason, "every item done or skipped"), Details: details,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.cfg.Store.DeleteProgress(context.WithoutCancel(ctx), r.UID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		d.log.Warn("removing progress", "backup", r.Name, "error", err)
+	}
+	rep.Result = ResultPurged
+	rep.Purged = []string{"tarball " + location, "catalog record " + r.Key().String()}
+	return rep, nil
+}
+
+// runPlugins streams the tarball through the plugins. It reports whether
+// every item is now settled as done or skipped.
+func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive.Summary, fence *catalog.Fence, rep *Report, opts Options) (bool, error) {
+	r := b.Resource
+	infos := d.cfg.Plugins.Plugins()
+	names := make([]string, len(infos))
+	index := make(map[string]int, len(infos))
+	for i, in := range infos {
+		names[i] = in.Name
+		index[in.Name] = i
+	}
+
+	progress, priorRows, err := d.cfg.Store.LoadProgress(ctx, r.UID)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		progress = &catalog.DeletionProgress{UID: r.UID, Digest: sum.Digest, Counts: map[string]catalog.OutcomeCount{}}
+	case err != nil:
+		return false, err
+	case progress.Digest != sum.Digest:
+		return false, fmt.Errorf("backup %s: the tarball changed since its deletion started (sha256 %s, was %s); refusing to continue",
+			r.Name, short(sum.Digest), short(progress.Digest))
+	}
+	if progress.Counts == nil {
+		progress.Counts = map[string]catalog.OutcomeCount{}
+	}
+	progress.TotalItems = sum.Items
+	prior := make(map[int64]*catalog.ItemOutcome, len(priorRows))
+	for i := range priorRows {
+		prior[priorRows[i].Ordinal] = &priorRows[i]
+	}
+
+	rc, err := d.cfg.Blobs.Open(ctx, b.Spec.StorageKey)
+	if err != nil {
+		return false, err
+	}
+	defer rc.Close()
+	ar, err := archive.NewReader(rc, d.cfg.Limits)
+	if err != nil {
+		return false, err
+	}
+
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	// Open one session per plugin, lazily: a plugin that no item needs is
+	// never started.
+	pb := pluginBackup(b, d.cfg.Blobs.URL())
+	stages := make([]*stage, len(infos))
+	var wg sync.WaitGroup
+	first := make(chan *work, 1024)
+	in := first
+	for i := range infos {
+		out := make(chan *work, 1024)
+		stages[i] = &stage{d: d, idx: i, name: names[i], backup: pb, in: in, out: out, fail: cancel}
+		wg.Add(1)
+		go func() { defer wg.Done(); stages[i].run(pctx) }()
+		in = out
+	}
+	last := in
+
+	// Feed the items.
+	var readErr error
+	feedDone := make(chan struct{})
+	go func() {
+		defer close(feedDone)
+		defer close(first)
+		matcher := newMatcher(infos)
+		for {
+			it, err := ar.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				readErr = err
+				cancel(err)
+				return
+			}
+			wk := &work{it: it}
+			p := prior[it.Ordinal]
+			switch {
+			case it.Ordinal < progress.Watermark && p == nil:
+				continue // settled by an earlier run
+			case it.Ordinal < progress.Watermark:
+				wk.prior = p
+				idx, ok := index[p.Plugin]
+				if !ok {
+					// The plugin that must finish this item is gone;
+					// keep the row and say so.
+					stop := *p
+					stop.Message = fmt.Sprintf("plugin %s is not installed: %s", p.Plugin, p.Message)
+					wk.stop = &stop
+					break
+				}
+				for _, pi := range matcher.match(it) {
+					if pi >= idx {
+						wk.plugins = append(wk.plugins, pi)
+					}
+				}
+			default:
+				wk.prior = p
+				wk.plugins = matcher.match(it)
+			}
+			select {
+			case first <- wk:
+			case <-pctx.Done():
+				return
+			}
+		}
+	}()
+
+	// Settle results in ordinal order.
+	s := &settler{
+		d: d, r: r, fence: fence, progress: progress, names: names,
+		unsettled: prior, opts: opts, lastSave: time.Now(),
+	}
+	var sinkErr error
+	for wk := range last {
+		if sinkErr != nil {
+			continue // drain
+		}
+		if err := s.add(ctx, wk); err != nil {
+			sinkErr = err
+			cancel(err)
+		}
+	}
+	wg.Wait()
+	<-feedDone
+
+	// Persist what is settled, whatever happened.
+	saveErr := s.save(context.WithoutCancel(ctx), true)
+	rep.Counts = progress.Counts
+	rep.UnsettledCount = len(s.unsettled)
+	for _, o := range sortedOutcomes(s.unsettled, maxReportedUnsettled) {
+		rep.Unsettled = append(rep.Unsettled, o)
+	}
+	if err := cmp.Or(sinkErr, readErr, context.Cause(pctx), saveErr); err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return false, fmt.Errorf("interrupted after %d of %d items; progress is saved, run the delete again to resume", s.processed, sum.Items)
+		}
+		return false, err
+	}
+	if ar.Digest() != sum.Digest {
+		return false, fmt.Errorf("backup %s: the tarball changed while it was being deleted; nothing purged, run the delete again", r.Name)
+	}
+	if progress.Watermark != sum.Items {
+		return false, fmt.Errorf("backup %s: internal error: %d of %d items settled", r.Name, progress.Watermark, sum.Items)
+	}
+	d.updateStatus(context.WithoutCancel(ctx), r, progress, len(s.unsettled), "")
+	return len(s.unsettled) == 0, nil
+}
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
+}
+
+func pluginBackup(b *backup.Backup, storage string) plugin.Backup {
+	r := b.Resource
+	pb := plugin.Backup{
+		Name: r.Name, UID: r.UID, Labels: r.Labels, Annotations: r.Annotations,
+		CreatedAt: r.CreatedAt, StorageLocation: storage + "/" + b.Spec.StorageKey,
+	}
+	if b.Spec.ExpiresAt != nil {
+		pb.ExpiresAt = *b.Spec.ExpiresAt
+	}
+	return pb
+}
+
+// stage runs one plugin: items that need it are sent to its session, the
+// others pass through untouched.
+type stage struct {
+	d      *Deleter
+	idx    int
+	name   string
+	backup plugin.Backup
+	in     <-chan *work
+	out    chan<- *work
+	fail   context.CancelCauseFunc
+
+	mu       sync.Mutex
+	inflight map[uint64]*work
+}
+
+func (s *stage) wants(wk *work) bool {
+	return wk.stop == nil && wk.next < len(wk.plugins) && wk.plugins[wk.next] == s.idx
+}
+
+func (s *stage) run(ctx context.Context) {
+	defer close(s.out)
+	var sess Session
+	var recvDone chan struct{}
+	defer func() {
+		if sess != nil {
+			sess.CloseSend()
+			<-recvDone
+			sess.Close()
+		}
+	}()
+	for wk := range s.in {
+		if !s.wants(wk) {
+			select {
+			case s.out <- wk:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if sess == nil {
+			var err error
+			sess, err = s.d.cfg.Plugins.Open(ctx, s.name, s.backup, s.d.cfg.Session)
+			if err != nil {
+				s.fail(fmt.Errorf("plugin %s: %w", s.name, err))
+				sess = nil
+				continue
+			}
+			s.inflight = map[uint64]*work{}
+			recvDone = make(chan struct{})
+			go s.receive(ctx, sess, recvDone)
+		}
+		id := uint64(wk.it.Ordinal)
+		s.mu.Lock()
+		s.inflight[id] = wk
+		s.mu.Unlock()
+		it := wk.it
+		err := sess.Send(ctx, pluginhost.Item{ID: id, Item: plugin.Item{
+			Group: it.Group, Version: it.Version, Resource: it.Resource, Kind: it.Kind,
+			Namespace: it.Namespace, Name: it.Name, Object: it.Object,
+		}})
+		if err != nil {
+			s.fail(fmt.Errorf("plugin %s: %w", s.name, err))
+		}
+	}
+}
+
+func (s *stage) receive(ctx context.Context, sess Session, done chan<- struct{}) {
+	defer close(done)
+	for res := range sess.Results() {
+		s.mu.Lock()
+		wk, ok := s.inflight[res.ID]
+		delete(s.inflight, res.ID)
+		s.mu.Unlock()
+		if !ok {
+			s.d.log.Warn("plugin returned a result for an unknown item; ignored", "plugin", s.name, "id", res.ID)
+			continue
+		}
+		switch res.Outcome {
+		case plugin.OutcomeDone, plugin.OutcomeSkipped:
+			wk.settled = append(wk.settled, settledOutcome{plugin: s.idx, outcome: res.Outcome})
+			wk.next++
+		default:
+			outcome := "failed"
+			var next time.Time
+			if res.Outcome == plugin.OutcomeBlocked {
+				outcome = "blocked"
+				next = s.d.now().Add(res.RetryAfter)
+			}
+			wk.stop = &catalog.ItemOutcome{
+				Ordinal: wk.it.Ordinal, ItemKey: wk.it.Key(), Plugin: s.name, Outcome: outcome,
+				Message: res.Message, NextAttemptAt: next,
+			}
+		}
+		select {
+		case s.out <- wk:
+		case <-ctx.Done():
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package deletion
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/lethehq/lethe/internal/archive"
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/pkg/plugin"
+)
+
+// settler receives items whose plugin chain has ended, advances the
+// watermark over the contiguous prefix of finished ordinals and writes
+// checkpoints. It runs on one goroutine.
+type settler struct {
+	d        *Deleter
+	r        *catalog.Resource
+	fence    *catalog.Fence
+	progress *catalog.DeletionProgress
+	names    []string
+	opts     Options
+	// unsettled holds every failed or blocked row, by ordinal.
+	unsettled map[int64]*catalog.ItemOutcome
+	// pending holds finished items at or above the watermark that wait
+	// for the items before them.
+	pending map[int64]*work
+
+	upsert, settle []catalog.ItemOutcome
+	processed      int64
+	sinceSave      int
+	lastSave       time.Time
+}
+
+func (s *settler) add(ctx context.Context, wk *work) error {
+	s.processed++
+	if wk.it.Ordinal < s.progress.Watermark {
+		s.finish(wk)
+	} else {
+		if s.pending == nil {
+			s.pending = map[int64]*work{}
+		}
+		s.pending[wk.it.Ordinal] = wk
+		for {
+			next, ok := s.pending[s.progress.Watermark]
+			if !ok {
+				break
+			}
+			delete(s.pending, s.progress.Watermark)
+			s.finish(next)
+			s.progress.Watermark++
+		}
+	}
+	if s.opts.Progress != nil && s.processed%512 == 0 {
+		s.opts.Progress(Progress{Processed: s.processed, Total: s.progress.TotalItems})
+	}
+	if s.sinceSave >= s.d.cfg.CheckpointEvery || (s.sinceSave > 0 && time.Since(s.lastSave) >= s.d.cfg.CheckpointInterval) {
+		return s.save(ctx, false)
+	}
+	return nil
+}
+
+// finish accounts for an item whose chain has ended.
+func (s *settler) finish(wk *work) {
+	s.sinceSave++
+	for _, so := range wk.settled {
+		name := s.names[so.plugin]
+		c := s.progress.Counts[name]
+		if so.outcome == plugin.OutcomeSkipped {
+			c.Skipped++
+		} else {
+			c.Done++
+		}
+		s.progress.Counts[name] = c
+	}
+	ord := wk.it.Ordinal
+	switch {
+	case wk.stop != nil:
+		row := *wk.stop
+		row.UID = s.r.UID
+		row.Attempts = 1
+		if wk.prior != nil {
+			row.Attempts = wk.prior.Attempts + 1
+		}
+		row.UpdatedAt = s.d.now()
+		s.unsettled[ord] = &row
+		s.upsert = append(s.upsert, row)
+	case wk.prior != nil:
+		delete(s.unsettled, ord)
+		s.settle = append(s.settle, *wk.prior)
+	}
+}
+
+// save writes a checkpoint. A final save also reports progress.
+func (s *settler) save(ctx context.Context, final bool) error {
+	for name, c := range s.progress.Counts {
+		c.Failed, c.Blocked = 0, 0
+		s.progress.Counts[name] = c
+	}
+	for _, o := range s.unsettled {
+		c := s.progress.Counts[o.Plugin]
+		if o.Outcome == "blocked" {
+			c.Blocked++
+		} else {
+			c.Failed++
+		}
+		s.progress.Counts[o.Plugin] = c
+	}
+	s.progress.UpdatedAt = s.d.now()
+	err := s.d.cfg.Store.SaveCheckpoint(ctx, catalog.Checkpoint{
+		Fence: s.fence, Progress: *s.progress, Upsert: s.upsert, Settle: s.settle,
+	})
+	if err != nil {
+		return err
+	}
+	s.upsert, s.settle, s.sinceSave, s.lastSave = nil, nil, 0, time.Now()
+	if final && s.opts.Progress != nil {
+		s.opts.Progress(Progress{Processed: s.processed, Total: s.progress.TotalItems})
+	}
+	return nil
+}
+
+func sortedOutcomes(m map[int64]*catalog.ItemOutcome, limit int) []catalog.ItemOutcome {
+	keys := slices.Sorted(maps.Keys(m))
+	out := make([]catalog.ItemOutcome, 0, min(limit, len(keys)))
+	for _, k := range keys[:min(limit, len(keys))] {
+		out = append(out, *m[k])
+	}
+	return out
+}
+
+// updateStatus records the deletion's summary and conditions on the backup.
+func (d *Deleter) updateStatus(ctx context.Context, r *catalog.Resource, p *catalog.DeletionProgress, unsettled int, lastErr string) {
+	for range 3 {
+		cur, err := d.cfg.Store.Get(ctx, r.Key())
+		if err != nil {
+			return
+		}
+		b, err := backup.FromResource(cur)
+		if err != nil {
+			return
+		}
+		now := d.now()
+		ds := b.Status.Deletion
+		if ds == nil {
+			ds = &backup.DeletionStatus{StartedAt: now}
+		}
+		ds.UpdatedAt, ds.TotalItems, ds.Processed = now, p.TotalItems, p.Watermark
+		ds.Counts, ds.Unsettled = p.Counts, int64(unsettled)
+		ds.LastError = lastErr
+		b.Status.Deletion = ds
+		cond := catalog.Condition{Type: "DeletionStuck", Status: "False", Reason: "AllSettled", LastTransitionTime: now}
+		if unsettled > 0 || lastErr != "" {
+			cond.Status, cond.Reason = "True", "ItemsUnsettled"
+			cond.Message = cmp.Or(lastErr, plural(unsettled, "item")+" failed or blocked; run the delete again to retry them")
+		}
+		setCondition(cur, cond)
+		if err := b.Encode(); err != nil {
+			return
+		}
+		if _, err := d.cfg.Store.Update(ctx, cur); err == nil {
+			return
+		}
+	}
+}
+
+func setCondition(r *catalog.Resource, c catalog.Condition) {
+	for i, old := range r.Conditions {
+		if old.Type == c.Type {
+			if old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+			r.Conditions[i] = c
+			return
+		}
+	}
+	r.Conditions = append(r.Conditions, c)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// matcher decides which plugins want an item. Resource and namespace
+// decisions are cached per (resource, namespace); labels are checked per
+// item only for plugins that select on labels.
+type matcher struct {
+	infos []pluginhost.Info
+	cache map[string][]int
+}
+
+func newMatcher(infos []pluginhost.Info) *matcher {
+	return &matcher{infos: infos, cache: map[string][]int{}}
+}
+
+func (m *matcher) match(it *archive.Item) []int {
+	key := it.GroupResource() + "\x00" + it.Namespace
+	cand, ok := m.cache[key]
+	if !ok {
+		for i, in := range m.infos {
+			if in.Matcher == nil || in.Matcher.MatchesResource(it.GroupResource(), it.Resource, it.Namespace) {
+				cand = append(cand, i)
+			}
+		}
+		m.cache[key] = cand
+	}
+	var out []int
+	for n, i := range cand {
+		mt := m.infos[i].Matcher
+		if mt == nil || !mt.HasLabelSelector() || mt.MatchesLabels(it.Labels) {
+			if out != nil {
+				out = append(out, i)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]int, 0, len(cand)), cand[:n]...)
+		}
+	}
+	if out == nil {
+		return cand
+	}
+	return out
+}

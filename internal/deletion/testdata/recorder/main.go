@@ -1,0 +1,72 @@
+// Command recorder is a test plugin binary for the deletion pipeline. It
+// serves three plugins and appends "<plugin>\t<item key>\n" to the file named
+// by LETHE_RECORD_FILE for every item it executes.
+//
+//   - test.lethe.io/a-first and test.lethe.io/b-second take every item;
+//   - test.lethe.io/c-pods takes only pods.
+//
+// With LETHE_RECORD_CONTROL_DIR=<dir>, a-first fails an item while
+// <dir>/<name>.fail exists, and returns Blocked while <dir>/<name>.lock
+// exists. Files, not environment variables, so a test can change them while
+// the plugin process runs.
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/lethehq/lethe/pkg/plugin"
+)
+
+type recorder struct {
+	name     string
+	selector plugin.ResourceSelector
+	gate     bool
+}
+
+var (
+	mu  sync.Mutex
+	out *os.File
+)
+
+func (r *recorder) AppliesTo(context.Context) (plugin.ResourceSelector, error) {
+	return r.selector, nil
+}
+
+func (r *recorder) Execute(_ context.Context, in *plugin.DeleteItemActionInput) error {
+	it := in.Item
+	if r.gate {
+		if d := os.Getenv("LETHE_RECORD_CONTROL_DIR"); d != "" {
+			if _, err := os.Stat(filepath.Join(d, it.Name+".fail")); err == nil {
+				return errors.New("injected failure for " + it.Name)
+			}
+			if _, err := os.Stat(filepath.Join(d, it.Name+".lock")); err == nil {
+				return plugin.Blocked(time.Minute, it.Name+" is locked")
+			}
+		}
+	}
+	line := r.name + "\t" + it.GroupResource() + "/" + it.Namespace + "/" + it.Name + "\n"
+	mu.Lock()
+	defer mu.Unlock()
+	_, err := out.WriteString(line)
+	return err
+}
+
+func main() {
+	f, err := os.OpenFile(os.Getenv("LETHE_RECORD_FILE"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		panic(err)
+	}
+	out = f
+	plugin.Serve(
+		&plugin.Plugin{Name: "test.lethe.io/b-second", Version: "v0.0.1", Action: &recorder{name: "test.lethe.io/b-second"}, MaxConcurrency: 16},
+		&plugin.Plugin{Name: "test.lethe.io/a-first", Version: "v0.0.1", Action: &recorder{name: "test.lethe.io/a-first", gate: true}, MaxConcurrency: 16},
+		&plugin.Plugin{Name: "test.lethe.io/c-pods", Version: "v0.0.1", Action: &recorder{
+			name: "test.lethe.io/c-pods", selector: plugin.ResourceSelector{IncludedResources: []string{"pods"}},
+		}, MaxConcurrency: 16},
+	)
+}

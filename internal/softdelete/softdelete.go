@@ -1,0 +1,183 @@
+// Package softdelete runs the grace-window timers: when a Scheduled
+// resource's delay expires, it hands the resource to the handler of its
+// kind (for backups, the deletion pipeline), which moves it to Deleting.
+//
+// The next due time comes from the catalog's index (NextDue), and the
+// change feed wakes the loop when something is scheduled or undeleted:
+// there is no periodic scan but a rare safety net. Undelete needs nothing
+// from here: an undeleted resource simply is not due any more.
+package softdelete
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/lethehq/lethe/internal/catalog"
+)
+
+// Defaults.
+const (
+	SafetyScanDefault = 15 * time.Minute
+	RetryDefault      = 30 * time.Second
+	BatchDefault      = 100
+)
+
+// Handler moves a due resource on (usually to Deleting).
+type Handler func(ctx context.Context, r *catalog.Resource) error
+
+// Config configures a Timers.
+type Config struct {
+	Store catalog.Store
+	// Handlers by kind. A kind without one is moved to Deleting with the
+	// catalog's default finalizers.
+	Handlers map[string]Handler
+	Logger   hclog.Logger
+	Now      func() time.Time
+	// SafetyScan bounds how long the loop sleeps without looking.
+	SafetyScan time.Duration
+	// Retry is the wait before a failed handler is tried again.
+	Retry time.Duration
+}
+
+// Timers fires due soft deletions.
+type Timers struct {
+	cfg    Config
+	log    hclog.Logger
+	failed map[string]time.Time // uid → not before
+	// Fired counts handled resources.
+	Fired int
+}
+
+// New returns Timers.
+func New(cfg *Config) (*Timers, error) {
+	c := *cfg
+	if c.Store == nil {
+		return nil, errors.New("softdelete: Config.Store is required")
+	}
+	c.Logger = cmp.Or[hclog.Logger](c.Logger, hclog.NewNullLogger())
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.SafetyScan = cmp.Or(c.SafetyScan, SafetyScanDefault)
+	c.Retry = cmp.Or(c.Retry, RetryDefault)
+	return &Timers{cfg: c, log: c.Logger.Named("softdelete"), failed: map[string]time.Time{}}, nil
+}
+
+// Run works until ctx ends.
+func (t *Timers) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := t.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		t.log.Warn("restarting after error", "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
+
+func (t *Timers) session(ctx context.Context) error {
+	version, err := t.cfg.Store.CurrentVersion(ctx)
+	if err != nil {
+		return err
+	}
+	sub, err := t.cfg.Store.Watch(ctx, catalog.WatchOptions{FromVersion: version})
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	for {
+		next, err := t.FireDue(ctx)
+		if err != nil {
+			return err
+		}
+		wait := t.cfg.SafetyScan
+		if !next.IsZero() {
+			wait = min(wait, max(next.Sub(t.cfg.Now()), 0))
+		}
+		timer := time.NewTimer(wait)
+	events:
+		for {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return nil
+			case <-timer.C:
+				break events
+			case ev, ok := <-sub.Events():
+				if !ok {
+					timer.Stop()
+					return cmp.Or(sub.Err(), errors.New("change feed closed"))
+				}
+				// Only a newly scheduled resource can move the next due
+				// time earlier.
+				if ev.Resource != nil && ev.Resource.Phase == catalog.PhaseScheduled && ev.Resource.DeletionDueAt != nil &&
+					(next.IsZero() || ev.Resource.DeletionDueAt.Before(next)) {
+					timer.Stop()
+					break events
+				}
+			}
+		}
+	}
+}
+
+// FireDue hands every due resource to its handler and returns the next
+// due time (zero if none).
+func (t *Timers) FireDue(ctx context.Context) (time.Time, error) {
+	now := t.cfg.Now()
+	due, err := t.cfg.Store.DueScheduled(ctx, now, BatchDefault)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var retryAt time.Time
+	for _, r := range due {
+		if nb, ok := t.failed[r.UID]; ok && now.Before(nb) {
+			if retryAt.IsZero() || nb.Before(retryAt) {
+				retryAt = nb
+			}
+			continue
+		}
+		if err := t.handle(ctx, r); err != nil {
+			if ctx.Err() != nil {
+				return time.Time{}, ctx.Err()
+			}
+			t.log.Error("grace window over, but moving on failed; will retry", "resource", r.Key().String(), "error", err)
+			t.failed[r.UID] = now.Add(t.cfg.Retry)
+			continue
+		}
+		delete(t.failed, r.UID)
+		t.Fired++
+	}
+	if len(due) == BatchDefault {
+		return now, nil // more are due
+	}
+	next, ok, err := t.cfg.Store.NextDue(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !ok {
+		return retryAt, nil
+	}
+	if next.Before(now) && !retryAt.IsZero() {
+		// Everything due is waiting for a retry.
+		return retryAt, nil
+	}
+	return next, nil
+}
+
+func (t *Timers) handle(ctx context.Context, r *catalog.Resource) error {
+	if h, ok := t.cfg.Handlers[r.Kind]; ok {
+		return h(ctx, r)
+	}
+	_, err := t.cfg.Store.Delete(ctx, r.Key(), catalog.DeleteOptions{
+		Propagation: r.PropagationPolicy, Actor: "softdelete", Reason: "grace window over",
+	})
+	return err
+}
