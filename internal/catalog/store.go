@@ -12,6 +12,10 @@ type Store interface {
 	// Create inserts a resource in phase Active (an empty UID gets a new
 	// one). ErrAlreadyExists if the key is taken.
 	Create(ctx context.Context, r *Resource) (*Resource, error)
+	// CreateBatch creates many resources in one transaction, all or
+	// nothing (bulk loads, imports). Each resource gets its own
+	// resourceVersion, ADDED event and audit entry, as with Create.
+	CreateBatch(ctx context.Context, rs []*Resource) ([]*Resource, error)
 	Get(ctx context.Context, k Key) (*Resource, error)
 	GetByUID(ctx context.Context, uid string) (*Resource, error)
 	List(ctx context.Context, opts ListOptions) (*ListResult, error)

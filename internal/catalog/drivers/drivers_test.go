@@ -1,0 +1,64 @@
+package drivers_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/drivers"
+)
+
+func TestOpenSQLite(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "lethe.db")
+	s, err := drivers.Open(ctx, "sqlite://"+path, nil)
+	require.NoError(t, err)
+	r, err := s.Create(ctx, &catalog.Resource{Kind: "Backup", Name: "b"})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	// Reopening the same file sees the data.
+	s, err = drivers.Open(ctx, "sqlite://"+path, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	got, err := s.Get(ctx, r.Key())
+	require.NoError(t, err)
+	assert.Equal(t, r.UID, got.UID)
+}
+
+func TestSQLitePath(t *testing.T) {
+	for in, want := range map[string]string{
+		"sqlite:///var/lib/lethe/catalog.db": "/var/lib/lethe/catalog.db",
+		"sqlite:catalog.db":                  "catalog.db",
+		"sqlite:data/catalog.db":             "data/catalog.db",
+	} {
+		got, err := drivers.SQLitePath(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"sqlite://host/x.db", "sqlite://", "sqlite:///x.db?mode=ro"} {
+		_, err := drivers.SQLitePath(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ url, want string }{
+		{"mysql://u:secret@h/db", `unknown scheme "mysql"`},
+		{"", "want sqlite:///path/to.db or postgres://"},
+		{"/just/a/path.db", "want sqlite:///path/to.db or postgres://"},
+		{"sqlite://relative/x.db", "absolute path after three slashes"},
+		{"postgres://127.0.0.1:1/db?connect_timeout=1&sslmode=disable", "catalog: postgres"},
+	} {
+		_, err := drivers.Open(ctx, tc.url, nil)
+		require.Error(t, err, tc.url)
+		assert.Contains(t, err.Error(), tc.want, tc.url)
+		assert.NotContains(t, err.Error(), "secret", "passwords are redacted")
+		assert.NotContains(t, err.Error(), "\n", "one-line error")
+	}
+}

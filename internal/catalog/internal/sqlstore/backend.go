@@ -1,0 +1,83 @@
+// Package sqlstore is the catalog.Store logic shared by the SQLite and
+// PostgreSQL drivers. Both run the same SQL (numbered $N parameters work on
+// both); a Backend supplies what differs: connections and transactions,
+// row-locking clauses, the claim query, change notification and error
+// mapping. It must not import a database driver.
+package sqlstore
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNoRows is what a Backend's Row.Scan returns when there is no row.
+var ErrNoRows = errors.New("sqlstore: no rows")
+
+// Querier runs SQL. Implementations wrap a transaction or a pool.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (int64, error)
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) Row
+	// ExecBatch runs statements in order; a driver may pipeline them.
+	ExecBatch(ctx context.Context, stmts []Stmt) error
+}
+
+// Stmt is one statement of an ExecBatch.
+type Stmt struct {
+	SQL  string
+	Args []any
+}
+
+// Rows is a result set.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// Row is a single-row result; Scan returns ErrNoRows when empty.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Dialect holds the SQL that differs between databases.
+type Dialect struct {
+	// ForUpdate and ForShare are appended to row-locking SELECTs (empty on
+	// SQLite, whose write transactions are already exclusive).
+	ForUpdate string
+	ForShare  string
+	// ClaimSQL leases due items. Parameters: $1 holder, $2 lease expiry,
+	// $3 queue, $4 now, $5 limit. It returns workColumns.
+	ClaimSQL string
+	// MigrationLock, when set, runs first in the migration transaction.
+	MigrationLock string
+}
+
+// Backend is one database.
+type Backend interface {
+	Dialect() Dialect
+	// Reader runs single statements outside a write transaction.
+	Reader() Querier
+	// ReadTx runs fn in a read-only transaction (one snapshot).
+	ReadTx(ctx context.Context, fn func(Querier) error) error
+	// WriteTx runs fn in a write transaction, committing when fn returns
+	// nil. Writers that assign resourceVersions are serialized by the
+	// version counter row (see nextVersions).
+	WriteTx(ctx context.Context, fn func(Querier) error) error
+	// Notify runs inside the transaction that wrote the change with this
+	// version; it must take effect only if the transaction commits.
+	Notify(ctx context.Context, q Querier, version int64) error
+	// Listen returns a Listener whose Wait returns when a change may have
+	// been committed (by this or another process).
+	Listen(ctx context.Context) (Listener, error)
+	// MapError maps a driver error to a catalog sentinel (or returns it).
+	MapError(err error) error
+	Close() error
+}
+
+// Listener wakes a change-feed subscriber.
+type Listener interface {
+	Wait(ctx context.Context) error
+	Close() error
+}

@@ -1,0 +1,384 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/lethehq/lethe/internal/catalog"
+)
+
+// WorkColumns is the column list ClaimSQL must return, in order.
+const WorkColumns = `id, queue, key, payload, run_at, holder, lease_expires_at, attempts, last_error, created_at`
+
+func scanWork(r interface{ Scan(...any) error }) (*catalog.WorkItem, error) {
+	var (
+		w                              catalog.WorkItem
+		payload                        string
+		runAt, leaseExpires, createdAt int64
+	)
+	if err := r.Scan(&w.ID, &w.Queue, &w.Key, &payload, &runAt, &w.Holder, &leaseExpires, &w.Attempts, &w.LastError, &createdAt); err != nil {
+		return nil, err
+	}
+	if payload != "" {
+		w.Payload = json.RawMessage(payload)
+	}
+	w.RunAt, w.LeaseExpiresAt, w.CreatedAt = fromNanos(runAt), fromNanos(leaseExpires), fromNanos(createdAt)
+	return &w, nil
+}
+
+func (s *Store) queryWork(ctx context.Context, q Querier, sql string, args ...any) ([]*catalog.WorkItem, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*catalog.WorkItem
+	for rows.Next() {
+		w, err := scanWork(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+func validTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: lease ttl must be positive, got %s", catalog.ErrInvalid, ttl)
+	}
+	return nil
+}
+
+// Enqueue implements catalog.Store. A zero RunAt means now.
+func (s *Store) Enqueue(ctx context.Context, w catalog.WorkItem) (*catalog.WorkItem, error) {
+	if w.Queue == "" || w.Key == "" {
+		return nil, fmt.Errorf("%w: a work item needs a queue and a key", catalog.ErrInvalid)
+	}
+	if len(w.Payload) > 0 && !json.Valid(w.Payload) {
+		return nil, fmt.Errorf("%w: work item payload is not valid JSON", catalog.ErrInvalid)
+	}
+	now := s.clock()
+	runAt := w.RunAt
+	if runAt.IsZero() {
+		runAt = now
+	}
+	var out *catalog.WorkItem
+	err := s.b.WriteTx(ctx, func(q Querier) error {
+		if _, err := q.Exec(ctx, `INSERT INTO work_items (queue, key, payload, run_at, created_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (queue, key) DO NOTHING`, w.Queue, w.Key, string(w.Payload), runAt.UnixNano(), now.UnixNano()); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanWork(q.QueryRow(ctx, `SELECT `+WorkColumns+` FROM work_items WHERE queue = $1 AND key = $2`, w.Queue, w.Key))
+		return err
+	})
+	return out, s.mapErr(err)
+}
+
+// Claim implements catalog.Store. Items are taken in (runAt, id) order; a
+// claim increments Attempts.
+func (s *Store) Claim(ctx context.Context, queue, holder string, ttl time.Duration, limit int) ([]*catalog.WorkItem, error) {
+	if holder == "" {
+		return nil, fmt.Errorf("%w: empty lease holder", catalog.ErrInvalid)
+	}
+	if err := validTTL(ttl); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = 1
+	}
+	now := s.clock()
+	var out []*catalog.WorkItem
+	err := s.b.WriteTx(ctx, func(q Querier) error {
+		var err error
+		out, err = s.queryWork(ctx, q, s.d.ClaimSQL, holder, now.Add(ttl).UnixNano(), queue, now.UnixNano(), limit)
+		return err
+	})
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].RunAt.Equal(out[j].RunAt) {
+			return out[i].RunAt.Before(out[j].RunAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// ClaimKey implements catalog.Store. It ignores RunAt (an explicit claim
+// runs the item now). Claiming an item the holder already holds renews it.
+func (s *Store) ClaimKey(ctx context.Context, queue, key, holder string, ttl time.Duration) (*catalog.WorkItem, error) {
+	if holder == "" {
+		return nil, fmt.Errorf("%w: empty lease holder", catalog.ErrInvalid)
+	}
+	if err := validTTL(ttl); err != nil {
+		return nil, err
+	}
+	now := s.clock()
+	var out *catalog.WorkItem
+	err := s.b.WriteTx(ctx, func(q Querier) error {
+		cur, err := scanWork(q.QueryRow(ctx, `SELECT `+WorkColumns+` FROM work_items WHERE queue = $1 AND key = $2`+s.d.ForUpdate, queue, key))
+		if errors.Is(err, ErrNoRows) {
+			return fmt.Errorf("work item %s %s: %w", queue, key, catalog.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		live := cur.Holder != "" && cur.LeaseExpiresAt.After(now)
+		if live && cur.Holder != holder {
+			return &catalog.LeaseHeldError{Queue: queue, Key: key, Holder: cur.Holder, ExpiresAt: cur.LeaseExpiresAt}
+		}
+		inc := 1
+		if live {
+			inc = 0
+		}
+		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET holder = $1, lease_expires_at = $2, attempts = attempts + $3
+WHERE id = $4 RETURNING `+WorkColumns, holder, now.Add(ttl).UnixNano(), inc, cur.ID))
+		return err
+	})
+	return out, s.mapErr(err)
+}
+
+// Renew implements catalog.Store. The lease must still be live.
+func (s *Store) Renew(ctx context.Context, id int64, holder string, ttl time.Duration) (*catalog.WorkItem, error) {
+	if err := validTTL(ttl); err != nil {
+		return nil, err
+	}
+	now := s.clock()
+	var out *catalog.WorkItem
+	err := s.b.WriteTx(ctx, func(q Querier) error {
+		var err error
+		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET lease_expires_at = $1
+WHERE id = $2 AND holder = $3 AND lease_expires_at > $4 RETURNING `+WorkColumns, now.Add(ttl).UnixNano(), id, holder, now.UnixNano()))
+		if errors.Is(err, ErrNoRows) {
+			return fmt.Errorf("work item %d, holder %s: %w", id, holder, catalog.ErrLeaseLost)
+		}
+		return err
+	})
+	return out, s.mapErr(err)
+}
+
+// Release implements catalog.Store. It succeeds while nobody else has
+// taken the item over, even after the lease expired. A zero runAt means now.
+func (s *Store) Release(ctx context.Context, id int64, holder string, runAt time.Time, lastErr string) error {
+	if runAt.IsZero() {
+		runAt = s.clock()
+	}
+	err := s.b.WriteTx(ctx, func(q Querier) error {
+		n, err := q.Exec(ctx, `UPDATE work_items SET holder = '', lease_expires_at = 0, run_at = $1, last_error = $2
+WHERE id = $3 AND holder = $4`, runAt.UnixNano(), lastErr, id, holder)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("work item %d, holder %s: %w", id, holder, catalog.ErrLeaseLost)
+		}
+		return err
+	})
+	return s.mapErr(err)
+}
+
+// Complete implements catalog.Store; like Release, it succeeds while
+// nobody else has taken the item over.
+func (s *Store) Complete(ctx context.Context, id int64, holder string) error {
+	err := s.b.WriteTx(ctx, func(q Querier) error {
+		n, err := q.Exec(ctx, `DELETE FROM work_items WHERE id = $1 AND holder = $2`, id, holder)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("work item %d, holder %s: %w", id, holder, catalog.ErrLeaseLost)
+		}
+		return err
+	})
+	return s.mapErr(err)
+}
+
+// GetWork implements catalog.Store.
+func (s *Store) GetWork(ctx context.Context, queue, key string) (*catalog.WorkItem, error) {
+	w, err := scanWork(s.b.Reader().QueryRow(ctx, `SELECT `+WorkColumns+` FROM work_items WHERE queue = $1 AND key = $2`, queue, key))
+	if errors.Is(err, ErrNoRows) {
+		return nil, fmt.Errorf("work item %s %s: %w", queue, key, catalog.ErrNotFound)
+	}
+	return w, s.mapErr(err)
+}
+
+// ListWork implements catalog.Store, in (runAt, id) order.
+func (s *Store) ListWork(ctx context.Context, queue string) ([]*catalog.WorkItem, error) {
+	out, err := s.queryWork(ctx, s.b.Reader(), `SELECT `+WorkColumns+` FROM work_items WHERE queue = $1 ORDER BY run_at, id`, queue)
+	return out, s.mapErr(err)
+}
+
+// --- deletion progress ---
+
+// SaveCheckpoint implements catalog.Store.
+func (s *Store) SaveCheckpoint(ctx context.Context, c catalog.Checkpoint) error {
+	if c.Progress.UID == "" {
+		return fmt.Errorf("%w: checkpoint without a uid", catalog.ErrInvalid)
+	}
+	now := s.clock()
+	p := c.Progress
+	p.UpdatedAt = now
+	doc, err := encode(p)
+	if err != nil {
+		return err
+	}
+	stmts := []Stmt{{SQL: `INSERT INTO deletion_progress (uid, doc) VALUES ($1, $2) ON CONFLICT (uid) DO UPDATE SET doc = excluded.doc`,
+		Args: []any{p.UID, doc}}}
+	for _, o := range c.Upsert {
+		o.UID = p.UID
+		o.UpdatedAt = now
+		od, err := encode(o)
+		if err != nil {
+			return err
+		}
+		stmts = append(stmts, Stmt{SQL: `INSERT INTO item_outcomes (uid, ordinal, plugin, doc) VALUES ($1, $2, $3, $4)
+ON CONFLICT (uid, ordinal, plugin) DO UPDATE SET doc = excluded.doc`, Args: []any{p.UID, o.Ordinal, o.Plugin, od}})
+	}
+	for _, o := range c.Settle {
+		stmts = append(stmts, Stmt{SQL: `DELETE FROM item_outcomes WHERE uid = $1 AND ordinal = $2 AND plugin = $3`,
+			Args: []any{p.UID, o.Ordinal, o.Plugin}})
+	}
+	err = s.b.WriteTx(ctx, func(q Querier) error {
+		if f := c.Fence; f != nil {
+			var one int
+			err := q.QueryRow(ctx, `SELECT 1 FROM work_items WHERE queue = $1 AND key = $2 AND holder = $3 AND lease_expires_at > $4`+s.d.ForShare,
+				f.Queue, f.Key, f.Holder, now.UnixNano()).Scan(&one)
+			if errors.Is(err, ErrNoRows) {
+				return fmt.Errorf("checkpoint of %s: %s no longer holds %s %s: %w", p.UID, f.Holder, f.Queue, f.Key, catalog.ErrLeaseLost)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return q.ExecBatch(ctx, stmts)
+	})
+	return s.mapErr(err)
+}
+
+// LoadProgress implements catalog.Store; outcomes are ordered by ordinal
+// and plugin. ErrNotFound if there is no progress for uid.
+func (s *Store) LoadProgress(ctx context.Context, uid string) (*catalog.DeletionProgress, []catalog.ItemOutcome, error) {
+	var p catalog.DeletionProgress
+	var outs []catalog.ItemOutcome
+	err := s.b.ReadTx(ctx, func(q Querier) error {
+		var doc string
+		if err := q.QueryRow(ctx, `SELECT doc FROM deletion_progress WHERE uid = $1`, uid).Scan(&doc); err != nil {
+			if errors.Is(err, ErrNoRows) {
+				return fmt.Errorf("progress of %s: %w", uid, catalog.ErrNotFound)
+			}
+			return err
+		}
+		if err := json.Unmarshal([]byte(doc), &p); err != nil {
+			return fmt.Errorf("catalog: corrupt progress: %w", err)
+		}
+		rows, err := q.Query(ctx, `SELECT doc FROM item_outcomes WHERE uid = $1 ORDER BY ordinal, plugin`, uid)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var od string
+			if err := rows.Scan(&od); err != nil {
+				return err
+			}
+			var o catalog.ItemOutcome
+			if err := json.Unmarshal([]byte(od), &o); err != nil {
+				return fmt.Errorf("catalog: corrupt item outcome: %w", err)
+			}
+			outs = append(outs, o)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, nil, s.mapErr(err)
+	}
+	return &p, outs, nil
+}
+
+// DeleteProgress implements catalog.Store (a no-op when there is none).
+func (s *Store) DeleteProgress(ctx context.Context, uid string) error {
+	return s.mapErr(s.b.WriteTx(ctx, func(q Querier) error {
+		return q.ExecBatch(ctx, []Stmt{
+			{SQL: `DELETE FROM item_outcomes WHERE uid = $1`, Args: []any{uid}},
+			{SQL: `DELETE FROM deletion_progress WHERE uid = $1`, Args: []any{uid}},
+		})
+	}))
+}
+
+// --- audit ---
+
+// AppendAudit implements catalog.Store. A zero Time means now.
+func (s *Store) AppendAudit(ctx context.Context, e catalog.AuditEntry) error {
+	if e.Action == "" {
+		return fmt.Errorf("%w: audit entry without an action", catalog.ErrInvalid)
+	}
+	if len(e.Details) > 0 && !json.Valid(e.Details) {
+		return fmt.Errorf("%w: audit details are not valid JSON", catalog.ErrInvalid)
+	}
+	if e.Time.IsZero() {
+		e.Time = s.clock()
+	}
+	return s.mapErr(s.b.WriteTx(ctx, func(q Querier) error {
+		st := auditStmt(e)
+		_, err := q.Exec(ctx, st.SQL, st.Args...)
+		return err
+	}))
+}
+
+// ListAudit implements catalog.Store. Entries come oldest first (newest
+// last, in append order). With a Limit, it returns the newest Limit
+// entries that match, still oldest first.
+func (s *Store) ListAudit(ctx context.Context, f catalog.AuditFilter) ([]catalog.AuditEntry, error) {
+	sql := `SELECT id, ts, actor, action, kind, namespace, name, uid, from_phase, to_phase, reason, details FROM audit WHERE 1 = 1`
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		sql += fmt.Sprintf(" AND "+cond, len(args))
+	}
+	if f.Kind != "" {
+		add("kind = $%d", f.Kind)
+	}
+	if f.Name != "" {
+		add("name = $%d", f.Name)
+	}
+	if f.UID != "" {
+		add("uid = $%d", f.UID)
+	}
+	if !f.Since.IsZero() {
+		add("ts >= $%d", f.Since.UnixNano())
+	}
+	sql += " ORDER BY id DESC"
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		sql += fmt.Sprintf(" LIMIT $%d", len(args))
+	}
+	rows, err := s.b.Reader().Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	defer rows.Close()
+	var out []catalog.AuditEntry
+	for rows.Next() {
+		var (
+			e            catalog.AuditEntry
+			ts           int64
+			from, to, dt string
+		)
+		if err := rows.Scan(&e.ID, &ts, &e.Actor, &e.Action, &e.Kind, &e.Namespace, &e.Name, &e.UID, &from, &to, &e.Reason, &dt); err != nil {
+			return nil, s.mapErr(err)
+		}
+		e.Time, e.FromPhase, e.ToPhase = fromNanos(ts), catalog.Phase(from), catalog.Phase(to)
+		if dt != "" {
+			e.Details = json.RawMessage(dt)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.mapErr(err)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}

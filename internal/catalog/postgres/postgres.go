@@ -1,0 +1,263 @@
+// Package postgres is the catalog driver for PostgreSQL, shared by several
+// Lethe replicas: pgx v5 with pgxpool.
+//
+//   - Claims lease work with a FOR UPDATE SKIP LOCKED CTE followed by
+//     UPDATE … RETURNING, so concurrent claimers never block on or double
+//     claim an item.
+//   - Versions: every resource write first bumps the one-row lethe_version
+//     counter (UPDATE … RETURNING). The row lock is held until commit, so
+//     resource writers are serialized while they assign versions and
+//     commit in version order: a subscriber that has read up to N can
+//     never later find a committed change with a version ≤ N. (This is the
+//     transaction-level advisory lock pattern, with the lock on the
+//     counter itself.)
+//   - Change feed: the writing transaction runs pg_notify(channel,
+//     version), delivered at commit. A subscriber LISTENs on a dedicated
+//     connection before reading the backlog, and on each notification (or
+//     every PollInterval, as a safety net) re-reads the changes table
+//     after its last version. The notification carries only the version.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/internal/sqlstore"
+)
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+// Migrations returns the embedded schema migrations.
+func Migrations() ([]sqlstore.Migration, error) {
+	return sqlstore.LoadMigrations(migrationsFS, "migrations")
+}
+
+// Open connects to the PostgreSQL database at url (postgres://…), in
+// cfg.Schema when set (created if missing), and applies pending
+// migrations. It refuses a database whose schema is newer than this binary
+// with catalog.ErrSchemaTooNew.
+func Open(ctx context.Context, url string, cfg *catalog.Config) (catalog.Store, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ms, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: postgres: bad url: %s", pgErrorText(err))
+	}
+	pcfg.MaxConns = int32(cfg.MaxConns)
+	channel := "lethe_changes"
+	if cfg.Schema != "" {
+		if err := createSchema(ctx, pcfg.ConnConfig.Copy(), cfg.Schema); err != nil {
+			return nil, err
+		}
+		pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
+		channel = "lethe_changes_" + cfg.Schema
+		if len(channel) > 63 {
+			h := fnv.New64a()
+			h.Write([]byte(cfg.Schema))
+			channel = "lethe_changes_" + strconv.FormatUint(h.Sum64(), 16)
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: postgres: %s", pgErrorText(err))
+	}
+	b := &backend{pool: pool, cfg: cfg, channel: channel}
+	if _, err := sqlstore.Migrate(ctx, b, ms, cfg.Now().UnixNano()); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("catalog: postgres: %w", b.MapError(err))
+	}
+	return sqlstore.New(b, cfg), nil
+}
+
+func createSchema(ctx context.Context, cc *pgx.ConnConfig, schema string) error {
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("catalog: postgres: %s", pgErrorText(err))
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
+		var pe *pgconn.PgError
+		// Two processes creating the schema at once: one loses the race.
+		if errors.As(err, &pe) && pe.Code == "23505" {
+			return nil
+		}
+		return fmt.Errorf("catalog: postgres: create schema %s: %s", schema, pgErrorText(err))
+	}
+	return nil
+}
+
+type backend struct {
+	pool    *pgxpool.Pool
+	cfg     *catalog.Config
+	channel string
+}
+
+func (b *backend) Dialect() sqlstore.Dialect {
+	return sqlstore.Dialect{
+		ForUpdate: " FOR UPDATE",
+		ForShare:  " FOR SHARE",
+		ClaimSQL: `WITH picked AS (
+    SELECT id FROM work_items
+    WHERE queue = $3 AND run_at <= $4 AND (holder = '' OR lease_expires_at <= $4)
+    ORDER BY run_at, id
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE work_items w SET holder = $1, lease_expires_at = $2, attempts = w.attempts + 1
+FROM picked WHERE w.id = picked.id
+RETURNING w.id, w.queue, w.key, w.payload, w.run_at, w.holder, w.lease_expires_at, w.attempts, w.last_error, w.created_at`,
+		MigrationLock: `SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.lethe_migrations'))`,
+	}
+}
+
+func (b *backend) Reader() sqlstore.Querier { return querier{b.pool} }
+
+func (b *backend) ReadTx(ctx context.Context, fn func(sqlstore.Querier) error) error {
+	return pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error { return fn(querier{tx}) })
+}
+
+func (b *backend) WriteTx(ctx context.Context, fn func(sqlstore.Querier) error) error {
+	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return fn(querier{tx}) })
+}
+
+func (b *backend) Notify(ctx context.Context, q sqlstore.Querier, version int64) error {
+	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, strconv.FormatInt(version, 10))
+	return err
+}
+
+func (b *backend) Listen(ctx context.Context) (sqlstore.Listener, error) {
+	conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{b.channel}.Sanitize()); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return &listener{conn: conn, poll: b.cfg.PollInterval}, nil
+}
+
+func (b *backend) MapError(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.ErrNotFound
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch pe.Code {
+	case "23505": // unique_violation
+		return fmt.Errorf("%w (%s)", catalog.ErrAlreadyExists, pe.Message)
+	case "23503", "23514", "23502", "22P02": // foreign key, check, not null, invalid text
+		return fmt.Errorf("%w (%s)", catalog.ErrInvalid, pe.Message)
+	case "40001", "40P01": // serialization failure, deadlock
+		return fmt.Errorf("%w (%s)", catalog.ErrConflict, pe.Message)
+	}
+	return fmt.Errorf("catalog: postgres: %s", pgErrorText(err))
+}
+
+func pgErrorText(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("%s (SQLSTATE %s)", pe.Message, pe.Code)
+	}
+	return err.Error()
+}
+
+func (b *backend) Close() error {
+	b.pool.Close()
+	return nil
+}
+
+type listener struct {
+	conn *pgx.Conn
+	poll time.Duration
+}
+
+// Wait returns on a notification, or after poll as a safety net.
+func (l *listener) Wait(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, l.poll*10)
+	defer cancel()
+	_, err := l.conn.WaitForNotification(wctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil // poll tick
+	}
+	return err
+}
+
+func (l *listener) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return l.conn.Close(ctx)
+}
+
+type pgxtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+type querier struct{ db pgxtx }
+
+func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := q.db.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
+	rows, err := q.db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgRows{rows}, nil
+}
+
+func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
+	return pgRow{q.db.QueryRow(ctx, sql, args...)}
+}
+
+// ExecBatch pipelines the statements in one round trip (pgx.Batch).
+func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
+	if len(stmts) == 1 {
+		_, err := q.db.Exec(ctx, stmts[0].SQL, stmts[0].Args...)
+		return err
+	}
+	var batch pgx.Batch
+	for _, s := range stmts {
+		batch.Queue(s.SQL, s.Args...)
+	}
+	return q.db.SendBatch(ctx, &batch).Close()
+}
+
+type pgRows struct{ pgx.Rows }
+
+func (r pgRows) Close() { r.Rows.Close() }
+
+type pgRow struct{ pgx.Row }
+
+func (r pgRow) Scan(dest ...any) error {
+	err := r.Row.Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sqlstore.ErrNoRows
+	}
+	return err
+}

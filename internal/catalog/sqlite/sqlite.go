@@ -1,0 +1,261 @@
+// Package sqlite is the embedded catalog driver: modernc.org/sqlite (pure
+// Go), WAL mode, one writer connection (every write transaction is BEGIN
+// IMMEDIATE on it, so writes are serialized in-process, and across
+// processes by SQLite's lock with busy_timeout), a separate read pool,
+// and foreign keys on. The change feed is the changes table, polled every
+// Config.PollInterval and woken at once by this process's own commits.
+//
+// Durability: synchronous=NORMAL in WAL mode survives a process crash
+// (kill -9) without losing committed transactions; a power loss may lose
+// the last few.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/internal/sqlstore"
+)
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+// Migrations returns the embedded schema migrations.
+func Migrations() ([]sqlstore.Migration, error) {
+	return sqlstore.LoadMigrations(migrationsFS, "migrations")
+}
+
+// Open opens (creating if needed) the catalog in the SQLite file at path
+// and applies pending migrations. It refuses a database whose schema is
+// newer than this binary with catalog.ErrSchemaTooNew.
+func Open(ctx context.Context, path string, cfg *catalog.Config) (catalog.Store, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return nil, errors.New("catalog: sqlite: empty database path")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("catalog: sqlite: database path %q must not contain ? or #", path)
+	}
+	ms, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	busy := cfg.BusyTimeout.Milliseconds()
+	common := url.Values{}
+	common.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy))
+	common.Add("_pragma", "foreign_keys(1)")
+	wq := url.Values{"_txlock": {"immediate"}}
+	wq["_pragma"] = append(append([]string{"journal_mode(WAL)"}, common["_pragma"]...), "synchronous(NORMAL)")
+	writer, err := sql.Open("sqlite", "file:"+path+"?"+wq.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("catalog: sqlite: %w", err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+	b := &backend{writer: writer, cfg: cfg, bc: sqlstore.NewBroadcast()}
+	if _, err := sqlstore.Migrate(ctx, b, ms, cfg.Now().UnixNano()); err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("catalog: sqlite %s: %w", path, b.MapError(err))
+	}
+	rq := url.Values{"_pragma": append(common["_pragma"], "query_only(1)")}
+	reader, err := sql.Open("sqlite", "file:"+path+"?"+rq.Encode())
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("catalog: sqlite: %w", err)
+	}
+	reader.SetMaxOpenConns(cfg.MaxConns)
+	reader.SetMaxIdleConns(cfg.MaxConns)
+	b.reader = reader
+	return sqlstore.New(b, cfg), nil
+}
+
+type backend struct {
+	writer *sql.DB // one connection
+	reader *sql.DB
+	cfg    *catalog.Config
+	bc     *sqlstore.Broadcast
+}
+
+func (b *backend) Dialect() sqlstore.Dialect {
+	return sqlstore.Dialect{
+		ClaimSQL: `UPDATE work_items SET holder = $1, lease_expires_at = $2, attempts = attempts + 1
+WHERE id IN (SELECT id FROM work_items
+             WHERE queue = $3 AND run_at <= $4 AND (holder = '' OR lease_expires_at <= $4)
+             ORDER BY run_at, id LIMIT $5)
+RETURNING ` + sqlstore.WorkColumns,
+	}
+}
+
+func (b *backend) Reader() sqlstore.Querier { return querier{b.reader} }
+
+func (b *backend) ReadTx(ctx context.Context, fn func(sqlstore.Querier) error) error {
+	tx, err := b.reader.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	return fn(querier{tx})
+}
+
+func (b *backend) WriteTx(ctx context.Context, fn func(sqlstore.Querier) error) error {
+	tx, err := b.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	if err != nil {
+		return err
+	}
+	if err := fn(querier{tx}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	b.bc.Signal()
+	return nil
+}
+
+func (b *backend) Notify(context.Context, sqlstore.Querier, int64) error { return nil }
+
+func (b *backend) Listen(context.Context) (sqlstore.Listener, error) {
+	return &listener{bc: b.bc, next: b.bc.C(), tick: time.NewTicker(b.cfg.PollInterval)}, nil
+}
+
+func (b *backend) MapError(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		if errors.Is(err, sql.ErrNoRows) {
+			return catalog.ErrNotFound
+		}
+		return err
+	}
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return fmt.Errorf("%w (%s)", catalog.ErrAlreadyExists, se.Error())
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY, sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_NOTNULL:
+		return fmt.Errorf("%w (%s)", catalog.ErrInvalid, se.Error())
+	}
+	// Do not leak the driver's type: keep the message only.
+	return fmt.Errorf("catalog: sqlite: %s", se.Error())
+}
+
+func (b *backend) Close() error {
+	var errs []error
+	if b.reader != nil {
+		errs = append(errs, b.reader.Close())
+	}
+	errs = append(errs, b.writer.Close())
+	return errors.Join(errs...)
+}
+
+// listener wakes on this process's commits or on each poll tick (for
+// other processes' commits).
+type listener struct {
+	bc   *sqlstore.Broadcast
+	next <-chan struct{}
+	tick *time.Ticker
+}
+
+func (l *listener) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.next:
+	case <-l.tick.C:
+	}
+	l.next = l.bc.C()
+	return nil
+}
+
+func (l *listener) Close() error {
+	l.tick.Stop()
+	return nil
+}
+
+type dbtx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+type querier struct{ db dbtx }
+
+func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := q.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	rows, err := q.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return sqlRow{q.db.QueryRowContext(ctx, query, args...)}
+}
+
+// ExecBatch prepares each distinct statement once for the batch.
+func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
+	if len(stmts) < 8 {
+		for _, s := range stmts {
+			if _, err := q.db.ExecContext(ctx, s.SQL, s.Args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	prepared := map[string]*sql.Stmt{}
+	defer func() {
+		for _, p := range prepared {
+			p.Close()
+		}
+	}()
+	for _, s := range stmts {
+		p, ok := prepared[s.SQL]
+		if !ok {
+			var err error
+			if p, err = q.db.PrepareContext(ctx, s.SQL); err != nil {
+				return err
+			}
+			prepared[s.SQL] = p
+		}
+		if _, err := p.ExecContext(ctx, s.Args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+type sqlRow struct{ *sql.Row }
+
+func (r sqlRow) Scan(dest ...any) error {
+	err := r.Row.Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sqlstore.ErrNoRows
+	}
+	return err
+}

@@ -1,0 +1,47 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/catalogtest"
+	"github.com/lethehq/lethe/internal/catalog/sqlite"
+)
+
+func TestMain(m *testing.M) {
+	catalogtest.HelperMain() // returns unless re-executed as a helper process
+	goleak.VerifyTestMain(m)
+}
+
+func newStore(t *testing.T, cfg *catalog.Config) catalog.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	catalogtest.Run(t, newStore)
+}
+
+func TestSchemaTooNew(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	catalogtest.RunSchemaTooNew(t,
+		func() (catalog.Store, error) { return sqlite.Open(context.Background(), path, nil) },
+		func(t *testing.T) {
+			db, err := sql.Open("sqlite", "file:"+path)
+			require.NoError(t, err)
+			defer db.Close()
+			_, err = db.Exec(`INSERT INTO lethe_migrations (version, name, applied_at) VALUES (999, 'from_the_future', 0)`)
+			require.NoError(t, err)
+		})
+}
