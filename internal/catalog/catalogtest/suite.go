@@ -47,7 +47,9 @@ func res(kind, ns, name string, lbls map[string]string) *catalog.Resource {
 	return &catalog.Resource{Kind: kind, Namespace: ns, Name: name, Labels: lbls}
 }
 
-func key(kind, ns, name string) catalog.Key { return catalog.Key{Kind: kind, Namespace: ns, Name: name} }
+func key(kind, ns, name string) catalog.Key {
+	return catalog.Key{Kind: kind, Namespace: ns, Name: name}
+}
 
 // requireTransition asserts err is a *TransitionError from→to.
 func requireTransition(t *testing.T, err error, from, to catalog.Phase) {

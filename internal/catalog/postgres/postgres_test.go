@@ -1,0 +1,87 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/catalogtest"
+	"github.com/lethehq/lethe/internal/catalog/postgres"
+)
+
+const urlEnv = "LETHE_TEST_POSTGRES_URL"
+
+func TestMain(m *testing.M) {
+	catalogtest.HelperMain() // returns unless re-executed as a helper process
+	goleak.VerifyTestMain(m)
+}
+
+// testURL returns the test database URL, or skips.
+func testURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv(urlEnv)
+	if u == "" {
+		t.Skipf("PostgreSQL tests are off: set %s, e.g. %s='postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable'", urlEnv, urlEnv)
+	}
+	return u
+}
+
+// testSchema creates nothing; it names a fresh schema and drops it (with
+// everything in it) when t ends. drivers create the schema on open.
+func testSchema(t testing.TB, url string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "lethe_test_" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, url)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+		require.NoError(t, err)
+	})
+	return schema
+}
+
+func newStore(t *testing.T, cfg *catalog.Config) catalog.Store {
+	t.Helper()
+	url := testURL(t)
+	c := *cfg
+	c.Schema = testSchema(t, url)
+	s, err := postgres.Open(context.Background(), url, &c)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	testURL(t)
+	catalogtest.Run(t, newStore)
+}
+
+func TestSchemaTooNew(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	schema := testSchema(t, url)
+	cfg := &catalog.Config{Schema: schema}
+	catalogtest.RunSchemaTooNew(t,
+		func() (catalog.Store, error) { return postgres.Open(context.Background(), url, cfg) },
+		func(t *testing.T) {
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, url)
+			require.NoError(t, err)
+			defer conn.Close(ctx)
+			_, err = conn.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema, "lethe_migrations"}.Sanitize()+
+				` (version, name, applied_at) VALUES (999, 'from_the_future', 0)`)
+			require.NoError(t, err)
+		})
+}
