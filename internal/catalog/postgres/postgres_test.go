@@ -85,3 +85,23 @@ func TestSchemaTooNew(t *testing.T) {
 			require.NoError(t, err)
 		})
 }
+
+func TestCrossProcessClaims(t *testing.T) {
+	t.Parallel()
+	catalogtest.RunCrossProcessClaims(t, migrated(t))
+}
+
+func TestCrossProcessWatch(t *testing.T) {
+	t.Parallel()
+	catalogtest.RunCrossProcessWatch(t, migrated(t))
+}
+
+// migrated returns the target of a fresh, migrated schema.
+func migrated(t *testing.T) catalogtest.Target {
+	url := testURL(t)
+	schema := testSchema(t, url)
+	s, err := postgres.Open(context.Background(), url, &catalog.Config{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	return catalogtest.Target{URL: url, Schema: schema}
+}

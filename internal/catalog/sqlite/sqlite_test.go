@@ -45,3 +45,22 @@ func TestSchemaTooNew(t *testing.T) {
 			require.NoError(t, err)
 		})
 }
+
+func TestCrossProcessClaims(t *testing.T) {
+	t.Parallel()
+	catalogtest.RunCrossProcessClaims(t, migrated(t))
+}
+
+func TestCrossProcessWatch(t *testing.T) {
+	t.Parallel()
+	catalogtest.RunCrossProcessWatch(t, migrated(t))
+}
+
+// migrated returns the target of a fresh, migrated database file.
+func migrated(t *testing.T) catalogtest.Target {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	s, err := sqlite.Open(context.Background(), path, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	return catalogtest.Target{URL: "sqlite://" + path}
+}
