@@ -84,9 +84,16 @@ type Config struct {
 	// exists, binaries that are not in it, or whose sha256 differs, are
 	// refused before they run.
 	LockFile string
-	// DisableAutoMTLS turns off go-plugin's AutoMTLS, which is on by
-	// default. Only for debugging.
+	// DisableAutoMTLS turns off automatic mTLS, which is on by default.
+	// Only for debugging.
 	DisableAutoMTLS bool
+	// GoPluginAutoMTLS uses go-plugin's own AutoMTLS instead of Lethe's,
+	// for plugins that call go-plugin's Serve directly rather than the SDK's.
+	// go-plugin's uses P-521 keys, which cost tens of milliseconds of CPU
+	// per start on a small machine; Lethe's (see plugin.MTLSEnv) uses
+	// P-256 and has the same properties: one-time certificates, each side
+	// trusting only the other.
+	GoPluginAutoMTLS bool
 	// SocketDir is where plugins create their unix sockets. Default: a new
 	// directory under /tmp, so that a long TMPDIR never overflows the
 	// 108-byte socket path limit. It is removed by Close when the host
@@ -149,6 +156,7 @@ type Host struct {
 	socketDir string
 	ownSocket bool
 	timeouts  map[string]time.Duration
+	mtls      *plugin.HostMTLS // nil unless Lethe's automatic mTLS is on
 
 	binaries []*binary
 	plugins  map[string]*entry
@@ -188,6 +196,13 @@ func New(cfg *Config) (*Host, error) {
 	for name, d := range c.PluginTimeouts {
 		full, _ := plugin.NormalizeName(name)
 		h.timeouts[full] = d
+	}
+	if !c.DisableAutoMTLS && !c.GoPluginAutoMTLS {
+		m, err := plugin.NewHostMTLS()
+		if err != nil {
+			return nil, fmt.Errorf("plugin mTLS: %w", err)
+		}
+		h.mtls = m
 	}
 	lockStat, err := os.Stat(c.LockFile)
 	if err == nil && lockStat.Mode().Perm()&0o002 != 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -57,6 +58,15 @@ func (b *binary) start() (*proc, error) {
 	// Own process group, so that a kill reaches the plugin's children too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = []string{"PLUGIN_UNIX_SOCKET_DIR=" + b.h.socketDir}
+	var tlsConfig *tls.Config
+	if b.h.mtls != nil {
+		env, tc, err := b.h.mtls.ForPlugin()
+		if err != nil {
+			return nil, fmt.Errorf("plugin binary %s: mTLS: %w", b.path, err)
+		}
+		cmd.Env = append(cmd.Env, env)
+		tlsConfig = tc
+	}
 	var secure *goplugin.SecureConfig
 	if b.checksum != "" {
 		sum, err := hex.DecodeString(b.checksum)
@@ -73,7 +83,8 @@ func (b *binary) start() (*proc, error) {
 		Cmd:              cmd,
 		SecureConfig:     secure,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		AutoMTLS:         !cfg.DisableAutoMTLS,
+		AutoMTLS:         !cfg.DisableAutoMTLS && cfg.GoPluginAutoMTLS,
+		TLSConfig:        tlsConfig,
 		StartTimeout:     cfg.StartTimeout,
 		Logger:           pluginLogger{Logger: logger, b: b},
 		Stderr:           b.tail,
@@ -323,12 +334,14 @@ func (l lineNamer) named() hclog.Logger {
 	return l.Logger.Named(name)
 }
 
-func (l lineNamer) Log(level hclog.Level, msg string, args ...any) { l.named().Log(level, msg, args...) }
-func (l lineNamer) Trace(msg string, args ...any)                  { l.named().Trace(msg, args...) }
-func (l lineNamer) Debug(msg string, args ...any)                  { l.named().Debug(msg, args...) }
-func (l lineNamer) Info(msg string, args ...any)                   { l.named().Info(msg, args...) }
-func (l lineNamer) Warn(msg string, args ...any)                   { l.named().Warn(msg, args...) }
-func (l lineNamer) Error(msg string, args ...any)                  { l.named().Error(msg, args...) }
+func (l lineNamer) Log(level hclog.Level, msg string, args ...any) {
+	l.named().Log(level, msg, args...)
+}
+func (l lineNamer) Trace(msg string, args ...any) { l.named().Trace(msg, args...) }
+func (l lineNamer) Debug(msg string, args ...any) { l.named().Debug(msg, args...) }
+func (l lineNamer) Info(msg string, args ...any)  { l.named().Info(msg, args...) }
+func (l lineNamer) Warn(msg string, args ...any)  { l.named().Warn(msg, args...) }
+func (l lineNamer) Error(msg string, args ...any) { l.named().Error(msg, args...) }
 
 // tail keeps the last lines a binary wrote to stderr. Long lines are
 // truncated; it never fails a write.

@@ -61,8 +61,9 @@ func Serve(plugins ...*Plugin) {
 		VersionedPlugins: map[int]goplugin.PluginSet{
 			ProtocolVersion: {PluginSetKey: set},
 		},
-		GRPCServer: NewGRPCServer,
-		Logger:     logger.Named("go-plugin"),
+		GRPCServer:  NewGRPCServer,
+		TLSProvider: serverTLS,
+		Logger:      logger.Named("go-plugin"),
 	})
 }
 
