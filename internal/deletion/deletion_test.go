@@ -24,8 +24,9 @@ import (
 	"github.com/lethehq/lethe/internal/pluginhost"
 )
 
-// recorderBin is the test plugin binary (testdata/recorder), built once.
-var recorderBin string
+// recorderBin is the test plugin binary (testdata/recorder), and noopBin
+// the noop example plugin, built once.
+var recorderBin, noopBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "lethe-deletion-test-")
@@ -33,10 +34,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	recorderBin = filepath.Join(dir, "recorder")
-	out, err := exec.Command("go", "build", "-o", recorderBin, "./testdata/recorder").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building the recorder plugin: %v\n%s", err, out)
-		os.Exit(1)
+	noopBin = filepath.Join(dir, "noop")
+	for bin, pkg := range map[string]string{recorderBin: "./testdata/recorder", noopBin: "../../plugins/noop"} {
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
@@ -350,4 +354,67 @@ func TestDryRunPlanChangesNothing(t *testing.T) {
 	r, err := e.store.Get(e.ctx, backup.Key("nightly"))
 	require.NoError(t, err)
 	require.Equal(t, catalog.PhaseActive, r.Phase)
+}
+
+// leaseHeldBy makes the backup's deletion look claimed by holder.
+func (e *env) leaseHeldBy(name, holder string) {
+	e.t.Helper()
+	_, err := e.del.Delete(e.ctx, name, deletion.Options{Async: true})
+	require.NoError(e.t, err)
+	r, err := e.store.Get(e.ctx, backup.Key(name))
+	require.NoError(e.t, err)
+	_, err = e.store.ClaimKey(e.ctx, deletion.Queue, r.UID, holder, time.Hour)
+	require.NoError(e.t, err)
+}
+
+func TestSecondDeleterIsToldWhoHoldsTheLease(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("nightly", items(6), archivetest.Options{}, nil)
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s pid %d", host, os.Getppid()) // alive
+	e.leaseHeldBy("nightly", holder)
+
+	_, err := e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "already being deleted by "+holder)
+	require.Contains(t, err.Error(), "lease until")
+	require.Empty(t, e.lines(), "the second deleter must not run plugins")
+}
+
+func TestLeaseOfADeadLocalProcessIsTakenOver(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("nightly", items(6), archivetest.Options{}, nil)
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	host, _ := os.Hostname()
+	e.leaseHeldBy("nightly", fmt.Sprintf("%s pid %d", host, cmd.Process.Pid)) // exited
+
+	rep, err := e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+
+	// A holder on another host is never presumed dead.
+	e.addBackup("weekly", items(3), archivetest.Options{}, nil)
+	e.leaseHeldBy("weekly", "elsewhere.example pid 1")
+	_, err = e.del.Delete(e.ctx, "weekly", deletion.Options{})
+	require.ErrorContains(t, err, "already being deleted by elsewhere.example pid 1")
+}
+
+func TestTarballSwappedAfterCreateIsValidatedAgain(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("nightly", items(6), archivetest.Options{}, nil)
+	// Someone replaces the validated tarball with a hostile one.
+	var buf bytes.Buffer
+	require.NoError(t, archivetest.WriteEntries(&buf, []archivetest.Entry{
+		{Name: "metadata/version", Body: []byte("1.1.0")},
+		{Name: "resources/pods/namespaces/ns/link.json", Type: '2', Linkname: "/etc/passwd"},
+	}, archivetest.Gzip))
+	require.NoError(t, e.blobs.Put(e.ctx, backup.StorageKey("nightly"), &buf))
+
+	_, err := e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.ErrorContains(t, err, "resources/pods/namespaces/ns/link.json")
+	r, err := e.store.Get(e.ctx, backup.Key("nightly"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, r.Phase)
+	require.Empty(t, e.lines())
 }

@@ -37,7 +37,7 @@ func (d *Deleter) Run(ctx context.Context, name string, opts Options) (*Report, 
 	if _, err := d.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: b.Resource.UID, RunAt: d.now()}); err != nil {
 		return nil, err
 	}
-	w, err := d.cfg.Store.ClaimKey(ctx, Queue, b.Resource.UID, d.cfg.Holder, d.cfg.LeaseTTL)
+	w, err := d.claim(ctx, b.Resource.UID)
 	if err != nil {
 		var held *catalog.LeaseHeldError
 		if errors.As(err, &held) {

@@ -1,0 +1,62 @@
+package deletion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/lethehq/lethe/internal/catalog"
+)
+
+// defaultHolder names this process in leases: "<host> pid <pid>".
+func defaultHolder() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("%s pid %d", host, os.Getpid())
+}
+
+// deadLocalHolder reports whether a lease holder named by defaultHolder is
+// a process of this host that no longer exists. A live process, a process
+// of another host, or a name in another form is never taken for dead.
+func deadLocalHolder(holder string) bool {
+	host, pidText, ok := strings.Cut(holder, " pid ")
+	if !ok {
+		return false
+	}
+	me, _ := os.Hostname()
+	if host != me {
+		return false
+	}
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	err = syscall.Kill(pid, 0)
+	return errors.Is(err, syscall.ESRCH)
+}
+
+// claim takes the deletion's lease. A lease left by a process of this host
+// that died (SIGKILL, power loss of a container) is taken over at once
+// instead of after its expiry.
+func (d *Deleter) claim(ctx context.Context, uid string) (*catalog.WorkItem, error) {
+	w, err := d.cfg.Store.ClaimKey(ctx, Queue, uid, d.cfg.Holder, d.cfg.LeaseTTL)
+	var held *catalog.LeaseHeldError
+	if !errors.As(err, &held) || !deadLocalHolder(held.Holder) {
+		return w, err
+	}
+	cur, gerr := d.cfg.Store.GetWork(ctx, Queue, uid)
+	if gerr != nil {
+		return nil, err
+	}
+	d.log.Info("taking over the lease of a dead process", "holder", held.Holder)
+	if rerr := d.cfg.Store.Release(ctx, cur.ID, held.Holder, d.now(), "holder "+held.Holder+" died"); rerr != nil && !errors.Is(rerr, catalog.ErrLeaseLost) {
+		return nil, rerr
+	}
+	return d.cfg.Store.ClaimKey(ctx, Queue, uid, d.cfg.Holder, d.cfg.LeaseTTL)
+}
