@@ -278,7 +278,9 @@ type scriptOp struct {
 	name string
 }
 
-func (op scriptOp) key() catalog.Key { return catalog.Key{Kind: "XProc", Namespace: "ns", Name: op.name} }
+func (op scriptOp) key() catalog.Key {
+	return catalog.Key{Kind: "XProc", Namespace: "ns", Name: op.name}
+}
 
 func (op scriptOp) event() catalog.EventType {
 	switch op.what {

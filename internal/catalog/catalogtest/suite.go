@@ -17,7 +17,7 @@ import (
 
 // NewStoreFunc opens a fresh, empty store with cfg. It registers its own
 // cleanup (closing the store, dropping the database) on t.
-type NewStoreFunc func(t *testing.T, cfg *catalog.Config) catalog.Store
+type NewStoreFunc func(t testing.TB, cfg *catalog.Config) catalog.Store
 
 // Epoch is where a suite Clock starts.
 var Epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)

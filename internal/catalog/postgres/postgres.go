@@ -115,12 +115,12 @@ func (b *backend) Dialect() sqlstore.Dialect {
 		ForShare:  " FOR SHARE",
 		ClaimSQL: `WITH picked AS (
     SELECT id FROM work_items
-    WHERE queue = $3 AND run_at <= $4 AND (holder = '' OR lease_expires_at <= $4)
-    ORDER BY run_at, id
+    WHERE queue = $3 AND available_at <= $4
+    ORDER BY available_at, id
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 )
-UPDATE work_items w SET holder = $1, lease_expires_at = $2, attempts = w.attempts + 1
+UPDATE work_items w SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = w.attempts + 1
 FROM picked WHERE w.id = picked.id
 RETURNING w.id, w.queue, w.key, w.payload, w.run_at, w.holder, w.lease_expires_at, w.attempts, w.last_error, w.created_at`,
 		MigrationLock: `SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.lethe_migrations'))`,

@@ -51,10 +51,13 @@ func testSchema(t testing.TB, url string) string {
 	return schema
 }
 
-func newStore(t *testing.T, cfg *catalog.Config) catalog.Store {
+func newStore(t testing.TB, cfg *catalog.Config) catalog.Store {
 	t.Helper()
 	url := testURL(t)
-	c := *cfg
+	var c catalog.Config
+	if cfg != nil {
+		c = *cfg
+	}
 	c.Schema = testSchema(t, url)
 	s, err := postgres.Open(context.Background(), url, &c)
 	require.NoError(t, err)
@@ -105,3 +108,7 @@ func migrated(t *testing.T) catalogtest.Target {
 	require.NoError(t, s.Close())
 	return catalogtest.Target{URL: url, Schema: schema}
 }
+
+func BenchmarkInsert(b *testing.B)     { catalogtest.BenchInsert(b, newStore) }
+func BenchmarkDependents(b *testing.B) { catalogtest.BenchDependents(b, newStore) }
+func BenchmarkClaims(b *testing.B)     { catalogtest.BenchClaims(b, newStore) }

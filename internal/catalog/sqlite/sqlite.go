@@ -93,10 +93,10 @@ type backend struct {
 
 func (b *backend) Dialect() sqlstore.Dialect {
 	return sqlstore.Dialect{
-		ClaimSQL: `UPDATE work_items SET holder = $1, lease_expires_at = $2, attempts = attempts + 1
+		ClaimSQL: `UPDATE work_items SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = attempts + 1
 WHERE id IN (SELECT id FROM work_items
-             WHERE queue = $3 AND run_at <= $4 AND (holder = '' OR lease_expires_at <= $4)
-             ORDER BY run_at, id LIMIT $5)
+             WHERE queue = $3 AND available_at <= $4
+             ORDER BY available_at, id LIMIT $5)
 RETURNING ` + sqlstore.WorkColumns,
 	}
 }

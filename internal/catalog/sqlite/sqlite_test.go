@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func newStore(t *testing.T, cfg *catalog.Config) catalog.Store {
+func newStore(t testing.TB, cfg *catalog.Config) catalog.Store {
 	t.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"), cfg)
 	require.NoError(t, err)
@@ -64,3 +64,7 @@ func migrated(t *testing.T) catalogtest.Target {
 	require.NoError(t, s.Close())
 	return catalogtest.Target{URL: "sqlite://" + path}
 }
+
+func BenchmarkInsert(b *testing.B)     { catalogtest.BenchInsert(b, newStore) }
+func BenchmarkDependents(b *testing.B) { catalogtest.BenchDependents(b, newStore) }
+func BenchmarkClaims(b *testing.B)     { catalogtest.BenchClaims(b, newStore) }

@@ -145,13 +145,9 @@ func nextVersions(ctx context.Context, q Querier, n int) (int64, error) {
 	return last - int64(n) + 1, nil
 }
 
-func changeStmt(typ catalog.EventType, version int64, r *catalog.Resource) (Stmt, error) {
-	doc, err := encode(r)
-	if err != nil {
-		return Stmt{}, err
-	}
+func changeStmt(typ catalog.EventType, version int64, r *catalog.Resource, doc string) Stmt {
 	return Stmt{SQL: `INSERT INTO changes (version, type, kind, doc) VALUES ($1, $2, $3, $4)`,
-		Args: []any{version, string(typ), r.Kind, doc}}, nil
+		Args: []any{version, string(typ), r.Kind, doc}}
 }
 
 const auditInsert = `INSERT INTO audit (ts, actor, action, kind, namespace, name, uid, from_phase, to_phase, reason, details)
@@ -178,11 +174,8 @@ ON CONFLICT (target_kind, target_namespace, target_name, referrer_uid) DO UPDATE
 	return out
 }
 
-func rowStmt(insert bool, r *catalog.Resource) (Stmt, error) {
-	doc, err := encode(r)
-	if err != nil {
-		return Stmt{}, err
-	}
+// rowStmt writes r; doc is its encoding.
+func rowStmt(insert bool, r *catalog.Resource, doc string) Stmt {
 	var due any
 	if r.Phase == catalog.PhaseScheduled && r.DeletionDueAt != nil {
 		due = r.DeletionDueAt.UnixNano()
@@ -190,10 +183,10 @@ func rowStmt(insert bool, r *catalog.Resource) (Stmt, error) {
 	if insert {
 		return Stmt{SQL: `INSERT INTO resources (uid, kind, namespace, name, phase, due_at, resource_version, doc)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			Args: []any{r.UID, r.Kind, r.Namespace, r.Name, string(r.Phase), due, r.ResourceVersion, doc}}, nil
+			Args: []any{r.UID, r.Kind, r.Namespace, r.Name, string(r.Phase), due, r.ResourceVersion, doc}}
 	}
 	return Stmt{SQL: `UPDATE resources SET phase = $2, due_at = $3, resource_version = $4, doc = $5 WHERE uid = $1`,
-		Args: []any{r.UID, string(r.Phase), due, r.ResourceVersion, doc}}, nil
+		Args: []any{r.UID, string(r.Phase), due, r.ResourceVersion, doc}}
 }
 
 // --- CRUD ---
@@ -242,17 +235,13 @@ func (s *Store) CreateBatch(ctx context.Context, rs []*catalog.Resource) ([]*cat
 		stmts = stmts[:0]
 		for i, r := range out {
 			r.ResourceVersion = first + int64(i)
-			row, err := rowStmt(true, r)
+			doc, err := encode(r)
 			if err != nil {
 				return err
 			}
-			ch, err := changeStmt(catalog.EventAdded, r.ResourceVersion, r)
-			if err != nil {
-				return err
-			}
-			stmts = append(stmts, row)
+			stmts = append(stmts, rowStmt(true, r, doc))
 			stmts = append(stmts, edgeStmts(r)...)
-			stmts = append(stmts, ch, auditStmt(catalog.AuditEntry{Time: now, Actor: actor, Action: "create",
+			stmts = append(stmts, changeStmt(catalog.EventAdded, r.ResourceVersion, r, doc), auditStmt(catalog.AuditEntry{Time: now, Actor: actor, Action: "create",
 				Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID, ToPhase: catalog.PhaseActive}))
 		}
 		if err := q.ExecBatch(ctx, stmts); err != nil {
@@ -447,15 +436,12 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 		}
 		next.ResourceVersion = ver
 		next.UpdatedAt = now
-		row, err := rowStmt(false, next)
+		doc, err := encode(next)
 		if err != nil {
 			return err
 		}
-		ch, err := changeStmt(catalog.EventUpdated, ver, next)
-		if err != nil {
-			return err
-		}
-		stmts := []Stmt{row}
+		ch := changeStmt(catalog.EventUpdated, ver, next, doc)
+		stmts := []Stmt{rowStmt(false, next, doc)}
 		if m.rewriteEdges {
 			stmts = append(stmts,
 				Stmt{SQL: `DELETE FROM owner_edges WHERE dependent_uid = $1`, Args: []any{next.UID}},
@@ -675,10 +661,11 @@ func (s *Store) Purge(ctx context.Context, k catalog.Key, opts catalog.PurgeOpti
 		}
 		last := clone(cur)
 		last.ResourceVersion = ver
-		ch, err := changeStmt(catalog.EventDeleted, ver, last)
+		lastDoc, err := encode(last)
 		if err != nil {
 			return err
 		}
+		ch := changeStmt(catalog.EventDeleted, ver, last, lastDoc)
 		details := opts.Details
 		if opts.Force && len(cur.Finalizers) > 0 {
 			m := map[string]any{"remainingFinalizers": cur.Finalizers}

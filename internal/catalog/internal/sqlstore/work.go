@@ -69,7 +69,7 @@ func (s *Store) Enqueue(ctx context.Context, w catalog.WorkItem) (*catalog.WorkI
 	}
 	var out *catalog.WorkItem
 	err := s.b.WriteTx(ctx, func(q Querier) error {
-		if _, err := q.Exec(ctx, `INSERT INTO work_items (queue, key, payload, run_at, created_at) VALUES ($1, $2, $3, $4, $5)
+		if _, err := q.Exec(ctx, `INSERT INTO work_items (queue, key, payload, run_at, available_at, created_at) VALUES ($1, $2, $3, $4, $4, $5)
 ON CONFLICT (queue, key) DO NOTHING`, w.Queue, w.Key, string(w.Payload), runAt.UnixNano(), now.UnixNano()); err != nil {
 			return err
 		}
@@ -80,8 +80,9 @@ ON CONFLICT (queue, key) DO NOTHING`, w.Queue, w.Key, string(w.Payload), runAt.U
 	return out, s.mapErr(err)
 }
 
-// Claim implements catalog.Store. Items are taken in (runAt, id) order; a
-// claim increments Attempts.
+// Claim implements catalog.Store. Items are taken in the order they
+// became available (their run time, or the expiry of the lease taken
+// over), then by id; a claim increments Attempts.
 func (s *Store) Claim(ctx context.Context, queue, holder string, ttl time.Duration, limit int) ([]*catalog.WorkItem, error) {
 	if holder == "" {
 		return nil, fmt.Errorf("%w: empty lease holder", catalog.ErrInvalid)
@@ -138,7 +139,7 @@ func (s *Store) ClaimKey(ctx context.Context, queue, key, holder string, ttl tim
 		if live {
 			inc = 0
 		}
-		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET holder = $1, lease_expires_at = $2, attempts = attempts + $3
+		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = attempts + $3
 WHERE id = $4 RETURNING `+WorkColumns, holder, now.Add(ttl).UnixNano(), inc, cur.ID))
 		return err
 	})
@@ -154,7 +155,7 @@ func (s *Store) Renew(ctx context.Context, id int64, holder string, ttl time.Dur
 	var out *catalog.WorkItem
 	err := s.b.WriteTx(ctx, func(q Querier) error {
 		var err error
-		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET lease_expires_at = $1
+		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET lease_expires_at = $1, available_at = $1
 WHERE id = $2 AND holder = $3 AND lease_expires_at > $4 RETURNING `+WorkColumns, now.Add(ttl).UnixNano(), id, holder, now.UnixNano()))
 		if errors.Is(err, ErrNoRows) {
 			return fmt.Errorf("work item %d, holder %s: %w", id, holder, catalog.ErrLeaseLost)
@@ -171,7 +172,7 @@ func (s *Store) Release(ctx context.Context, id int64, holder string, runAt time
 		runAt = s.clock()
 	}
 	err := s.b.WriteTx(ctx, func(q Querier) error {
-		n, err := q.Exec(ctx, `UPDATE work_items SET holder = '', lease_expires_at = 0, run_at = $1, last_error = $2
+		n, err := q.Exec(ctx, `UPDATE work_items SET holder = '', lease_expires_at = 0, run_at = $1, available_at = $1, last_error = $2
 WHERE id = $3 AND holder = $4`, runAt.UnixNano(), lastErr, id, holder)
 		if err == nil && n == 0 {
 			err = fmt.Errorf("work item %d, holder %s: %w", id, holder, catalog.ErrLeaseLost)

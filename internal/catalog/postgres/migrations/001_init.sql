@@ -20,7 +20,6 @@ CREATE TABLE resources (
     doc              TEXT NOT NULL,
     UNIQUE (kind, namespace, name)
 );
-CREATE INDEX resources_phase ON resources (phase, kind, namespace, name);
 CREATE INDEX resources_due ON resources (due_at) WHERE due_at IS NOT NULL;
 
 CREATE TABLE owner_edges (
@@ -47,7 +46,6 @@ CREATE TABLE changes (
     kind    TEXT NOT NULL,
     doc     TEXT NOT NULL
 );
-CREATE INDEX changes_kind ON changes (kind, version);
 
 CREATE TABLE tombstones (
     uid       TEXT PRIMARY KEY,
@@ -75,7 +73,6 @@ CREATE TABLE audit (
 );
 CREATE INDEX audit_kind_name ON audit (kind, name, id);
 CREATE INDEX audit_uid ON audit (uid, id);
-CREATE INDEX audit_ts ON audit (ts);
 CREATE FUNCTION lethe_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'the audit log is append-only';
@@ -90,6 +87,10 @@ CREATE TABLE work_items (
     key              TEXT NOT NULL,
     payload          TEXT NOT NULL,
     run_at           BIGINT NOT NULL,
+    -- available_at is when the item can next be claimed: run_at while
+    -- unleased, the lease expiry while leased. Claims scan only the
+    -- available prefix of work_items_available.
+    available_at     BIGINT NOT NULL,
     holder           TEXT NOT NULL DEFAULT '',
     lease_expires_at BIGINT NOT NULL DEFAULT 0,
     attempts         INTEGER NOT NULL DEFAULT 0,
@@ -97,7 +98,7 @@ CREATE TABLE work_items (
     created_at       BIGINT NOT NULL,
     UNIQUE (queue, key)
 );
-CREATE INDEX work_items_due ON work_items (queue, run_at, id);
+CREATE INDEX work_items_available ON work_items (queue, available_at, id);
 
 CREATE TABLE deletion_progress (
     uid TEXT PRIMARY KEY,

@@ -19,7 +19,6 @@ CREATE TABLE resources (
     doc              TEXT NOT NULL,
     UNIQUE (kind, namespace, name)
 );
-CREATE INDEX resources_phase ON resources (phase, kind, namespace, name);
 CREATE INDEX resources_due ON resources (due_at) WHERE due_at IS NOT NULL;
 
 CREATE TABLE owner_edges (
@@ -46,7 +45,6 @@ CREATE TABLE changes (
     kind    TEXT NOT NULL,
     doc     TEXT NOT NULL
 );
-CREATE INDEX changes_kind ON changes (kind, version);
 
 CREATE TABLE tombstones (
     uid       TEXT PRIMARY KEY,
@@ -74,7 +72,6 @@ CREATE TABLE audit (
 );
 CREATE INDEX audit_kind_name ON audit (kind, name, id);
 CREATE INDEX audit_uid ON audit (uid, id);
-CREATE INDEX audit_ts ON audit (ts);
 CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
 BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
@@ -86,6 +83,10 @@ CREATE TABLE work_items (
     key              TEXT NOT NULL,
     payload          TEXT NOT NULL,
     run_at           INTEGER NOT NULL,
+    -- available_at is when the item can next be claimed: run_at while
+    -- unleased, the lease expiry while leased. Claims scan only the
+    -- available prefix of work_items_available.
+    available_at     INTEGER NOT NULL,
     holder           TEXT NOT NULL DEFAULT '',
     lease_expires_at INTEGER NOT NULL DEFAULT 0,
     attempts         INTEGER NOT NULL DEFAULT 0,
@@ -93,7 +94,7 @@ CREATE TABLE work_items (
     created_at       INTEGER NOT NULL,
     UNIQUE (queue, key)
 );
-CREATE INDEX work_items_due ON work_items (queue, run_at, id);
+CREATE INDEX work_items_available ON work_items (queue, available_at, id);
 
 CREATE TABLE deletion_progress (
     uid TEXT PRIMARY KEY,
