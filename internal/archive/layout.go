@@ -42,9 +42,9 @@ func cleanName(name string, dir bool) (string, string) {
 	case strings.ContainsAny(n, "\\\x00"):
 		return n, "backslash or NUL in path"
 	case !filepath.IsLocal(n):
-		return n, "path escapes the archive"
+		return n, "path traversal: the path escapes the archive"
 	}
-	for _, el := range strings.Split(n, "/") {
+	for el := range strings.SplitSeq(n, "/") {
 		switch el {
 		case "..":
 			return n, "path traversal (\"..\")"

@@ -3,9 +3,9 @@ package archive
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -62,6 +62,7 @@ type Reader struct {
 	seed1, seed2 maphash.Seed
 	keys         keySet
 	grs          map[string]*grInfo
+	strs         map[string]string   // see intern
 	pending      map[fingerprint]int // index in pendingOrder
 	pendingOrder []*Item             // nil once matched by its item
 	pendingSize  int64
@@ -76,6 +77,7 @@ type Reader struct {
 	err     error // sticky
 
 	keyBuf  []byte
+	meta    metaParser
 	scratch []byte
 }
 
@@ -102,6 +104,7 @@ func NewReader(r io.Reader, lim Limits) (*Reader, error) {
 		seed1:   maphash.MakeSeed(),
 		seed2:   maphash.MakeSeed(),
 		grs:     make(map[string]*grInfo),
+		strs:    make(map[string]string),
 		pending: make(map[fingerprint]int),
 	}
 	rd.br = bufio.NewReaderSize(rd.src, 64<<10)
@@ -418,79 +421,68 @@ func (r *Reader) collision(entry string, a, b *Item) error {
 
 func keyString(ip itemPath) string { return ip.gr + "/" + ip.namespace + "/" + ip.name }
 
-type objectMeta struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string            `json:"name"`
-		Namespace string            `json:"namespace"`
-		Labels    map[string]string `json:"labels"`
-	} `json:"metadata"`
-}
-
-type objectMetaNoLabels struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-	} `json:"metadata"`
-}
-
 // decode parses body's metadata, checks it against the path and returns the
 // item, which owns body. Labels are decoded only when wanted.
 func (r *Reader) decode(name string, hdr *tar.Header, ip itemPath, body []byte, labels bool) (*Item, error) {
-	var m objectMeta
-	var err error
-	if labels {
-		err = json.Unmarshal(body, &m)
-	} else {
-		var n objectMetaNoLabels
-		err = json.Unmarshal(body, &n)
-		m.APIVersion, m.Kind, m.Metadata.Name, m.Metadata.Namespace = n.APIVersion, n.Kind, n.Metadata.Name, n.Metadata.Namespace
-	}
+	m, err := r.meta.parse(body, labels)
 	if err != nil {
 		return nil, &Error{Entry: hdr.Name, Kind: ErrInvalidJSON, Reason: "invalid JSON: " + oneLine(err.Error()), Err: err}
 	}
 	switch {
-	case m.APIVersion == "":
+	case len(m.apiVersion) == 0:
 		return nil, newErr(hdr.Name, ErrInvalidJSON, "not a Kubernetes object: no apiVersion")
-	case m.Kind == "":
+	case len(m.kind) == 0:
 		return nil, newErr(hdr.Name, ErrInvalidJSON, "not a Kubernetes object: no kind")
-	case m.Metadata.Name == "":
+	case len(m.name) == 0:
 		return nil, newErr(hdr.Name, ErrInvalidJSON, "not a Kubernetes object: no metadata.name")
 	}
-	group, version, ok := strings.Cut(m.APIVersion, "/")
+	group, version, ok := bytes.Cut(m.apiVersion, []byte("/"))
 	if !ok {
-		group, version = "", m.APIVersion
+		group, version = nil, m.apiVersion
 	}
 	switch {
-	case version == "" || strings.Contains(version, "/") || ok && group == "":
-		return nil, newErr(hdr.Name, ErrInvalidJSON, "malformed apiVersion "+strconv.Quote(m.APIVersion))
-	case group != ip.group:
-		return nil, newErr(hdr.Name, ErrMismatch, "apiVersion "+strconv.Quote(m.APIVersion)+" is not in the path's API group "+strconv.Quote(ip.group))
-	case ip.dir != "" && version != ip.version:
-		return nil, newErr(hdr.Name, ErrMismatch, "apiVersion "+strconv.Quote(m.APIVersion)+" does not match version directory "+strconv.Quote(ip.dir))
-	case m.Metadata.Name != ip.name:
-		return nil, newErr(hdr.Name, ErrMismatch, "metadata.name "+strconv.Quote(m.Metadata.Name)+" differs from the path's "+strconv.Quote(ip.name))
-	case m.Metadata.Namespace != ip.namespace:
+	case len(version) == 0 || bytes.IndexByte(version, '/') >= 0 || ok && len(group) == 0:
+		return nil, newErr(hdr.Name, ErrInvalidJSON, "malformed apiVersion "+strconv.Quote(string(m.apiVersion)))
+	case string(group) != ip.group:
+		return nil, newErr(hdr.Name, ErrMismatch, "apiVersion "+strconv.Quote(string(m.apiVersion))+" is not in the path's API group "+strconv.Quote(ip.group))
+	case ip.dir != "" && string(version) != ip.version:
+		return nil, newErr(hdr.Name, ErrMismatch, "apiVersion "+strconv.Quote(string(m.apiVersion))+" does not match version directory "+strconv.Quote(ip.dir))
+	case string(m.name) != ip.name:
+		return nil, newErr(hdr.Name, ErrMismatch, "metadata.name "+strconv.Quote(string(m.name))+" differs from the path's "+strconv.Quote(ip.name))
+	case string(m.namespace) != ip.namespace:
 		want := strconv.Quote(ip.namespace)
 		if ip.namespace == "" {
 			want = "none (the path says cluster-scoped)"
 		}
-		return nil, newErr(hdr.Name, ErrMismatch, "metadata.namespace "+strconv.Quote(m.Metadata.Namespace)+" differs from the path's: "+want)
+		return nil, newErr(hdr.Name, ErrMismatch, "metadata.namespace "+strconv.Quote(string(m.namespace))+" differs from the path's: "+want)
 	}
 	return &Item{
 		Path:      name,
 		Group:     ip.group,
-		Version:   version,
+		Version:   r.intern(version),
 		Resource:  ip.resource,
-		Kind:      m.Kind,
+		Kind:      r.intern(m.kind),
 		Namespace: ip.namespace,
 		Name:      ip.name,
-		Labels:    m.Metadata.Labels,
+		Labels:    m.labels,
 		Object:    body,
 	}, nil
+}
+
+// maxInterned bounds the strings intern keeps (kinds and versions: a few
+// hundred in a real cluster).
+const maxInterned = 4096
+
+// intern returns b as a string, shared between items when possible.
+func (r *Reader) intern(b []byte) string {
+	if s, ok := r.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(r.strs) < maxInterned {
+		r.strs[s] = s
+	}
+	return s
 }
 
 // finish runs at the tar end-of-archive marker: the rest of the stream must
@@ -512,7 +504,11 @@ func (r *Reader) finish() error {
 			break
 		}
 		if err != nil {
-			return r.streamErr(err)
+			err = r.streamErr(err)
+			if ae := (*Error)(nil); errors.As(err, &ae) && ae.Kind == ErrCorrupt {
+				ae.Reason = "data after the end of the archive: " + ae.Reason
+			}
+			return err
 		}
 	}
 	if n, _ := io.ReadFull(r.br, buf[:1]); n > 0 {

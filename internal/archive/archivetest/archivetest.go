@@ -224,7 +224,7 @@ func WriteEntries(w io.Writer, entries []Entry, c Compression) error {
 		if typ != tar.TypeReg {
 			size = 0
 		}
-		hdr := &tar.Header{Typeflag: typ, Name: e.Name, Linkname: e.Linkname, Size: size, Mode: 0o644, ModTime: ModTime, Format: tar.FormatPAX}
+		hdr := &tar.Header{Typeflag: typ, Name: e.Name, Linkname: e.Linkname, Size: size, Mode: 0o644, ModTime: ModTime}
 		if typ == tar.TypeDir {
 			hdr.Mode = 0o755
 		}
@@ -249,7 +249,7 @@ func WriteEntries(w io.Writer, entries []Entry, c Compression) error {
 }
 
 func writeFile(tw *tar.Writer, name string, body []byte) error {
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(body)), Mode: 0o644, ModTime: ModTime, Format: tar.FormatPAX}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(body)), Mode: 0o644, ModTime: ModTime}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
