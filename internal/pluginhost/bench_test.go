@@ -23,6 +23,8 @@ func item1KiB() plugin.Item {
 	return plugin.Item{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespace: "ns", Name: "x", Object: obj}
 }
 
+var benchOpts = SessionOptions{}
+
 // BenchmarkDispatch measures items/s of 1 KiB items through one
 // out-of-process noop plugin, with streaming batches.
 func BenchmarkDispatch(b *testing.B) {
@@ -31,7 +33,7 @@ func BenchmarkDispatch(b *testing.B) {
 	h := newHost(b, &Config{Dir: dir})
 	ctx := context.Background()
 	it := item1KiB()
-	s, err := h.OpenSession(ctx, "noop", plugin.Backup{Name: "bench"}, SessionOptions{})
+	s, err := h.OpenSession(ctx, "noop", plugin.Backup{Name: "bench"}, benchOpts)
 	require.NoError(b, err)
 	defer s.Close()
 	var wg sync.WaitGroup

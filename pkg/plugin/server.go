@@ -142,6 +142,7 @@ type execution struct {
 	items     map[uint64]*itemState // queued or running
 	workers   int
 	idle      int
+	searching int // workers woken or spawned that have not looked for work yet
 	inputDone bool
 	results   []*pluginv1.ItemResult
 	wake      chan struct{} // cap 1: results are ready, or the input ended
@@ -223,12 +224,23 @@ func (e *execution) enqueue(items []*pluginv1.Item) {
 		e.items[it.GetId()] = &itemState{}
 		e.queue = append(e.queue, it)
 	}
-	wakeIdle := min(e.idle, len(e.queue))
-	for range wakeIdle {
-		e.cond.Signal()
+	e.wakeLH()
+}
+
+// wakeLH wakes or spawns one more worker if work is queued and no worker is
+// already on its way to it. Each worker that takes an item calls it again,
+// so concurrency grows one worker at a time while items queue up, up to
+// max: instant items are served by few workers, slow ones by many.
+func (e *execution) wakeLH() {
+	if len(e.queue) == 0 || e.searching > 0 {
+		return
 	}
-	spawn := min(e.p.max-e.workers, len(e.queue)-wakeIdle)
-	for range spawn {
+	switch {
+	case e.idle > 0:
+		e.searching++
+		e.cond.Signal()
+	case e.workers < e.p.max:
+		e.searching++
 		e.workers++
 		go e.work()
 	}
@@ -259,11 +271,15 @@ func (e *execution) work() {
 		e.workers--
 		e.mu.Unlock()
 	}()
+	e.searching-- // spawned by wakeLH
 	for {
 		for len(e.queue) == 0 && !e.inputDone && e.ctx.Err() == nil {
 			e.idle++
 			e.cond.Wait()
 			e.idle--
+			if e.searching > 0 {
+				e.searching--
+			}
 		}
 		if len(e.queue) == 0 || e.ctx.Err() != nil {
 			return
@@ -271,6 +287,7 @@ func (e *execution) work() {
 		it := e.queue[0]
 		e.queue[0] = nil
 		e.queue = e.queue[1:]
+		e.wakeLH()
 		st := e.items[it.GetId()]
 		var res *pluginv1.ItemResult
 		if st.cancelled != "" {
