@@ -39,6 +39,11 @@ type ConformanceOptions struct {
 	// CheckResult, when set, is called with each sample item's result (not
 	// the cancelled one's), to check outcomes the plugin promises.
 	CheckResult func(t testing.TB, name string, it plugin.Item, r plugin.Result)
+	// GoPluginAutoMTLS starts the binary with go-plugin's AutoMTLS instead
+	// of Lethe's automatic mTLS, as the host does when its
+	// Config.GoPluginAutoMTLS is set (for plugins that do not use the SDK's
+	// Serve and do not read plugin.MTLSEnv).
+	GoPluginAutoMTLS bool
 	// CallTimeout bounds each call (default CallTimeoutDefault), so that a
 	// hung plugin fails the check rather than hanging the test.
 	CallTimeout time.Duration
@@ -48,7 +53,8 @@ type ConformanceOptions struct {
 // as subtests of t:
 //
 //   - handshake: the binary starts through go-plugin with plugin.Handshake,
-//     gRPC and AutoMTLS, and negotiates a protocol version the SDK knows;
+//     gRPC and mTLS (see Start), and negotiates a protocol version the SDK
+//     knows;
 //   - ListPlugins: it serves at least one plugin, every name is valid and
 //     full ("<dns-subdomain>/<name>"), no name repeats, every kind is
 //     DeleteItemAction (and the names are opts.Plugins, when set);
@@ -79,7 +85,7 @@ func Conformance(t *testing.T, binary string, opts *ConformanceOptions) {
 	parent := t
 	if !t.Run("handshake", func(t *testing.T) {
 		var err error
-		p, err = start(parent, binary, opts.Env) // lives until the parent test ends
+		p, err = start(parent, binary, opts.Env, opts.GoPluginAutoMTLS) // lives until the parent test ends
 		if err != nil {
 			t.Fatal(err)
 		}

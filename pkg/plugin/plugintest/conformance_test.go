@@ -36,6 +36,10 @@ func TestConformanceOnHelperBinary(t *testing.T) {
 	require.ElementsMatch(t, []string{"example.com/first s", "example.com/second s"}, checked)
 }
 
+func TestConformanceGoPluginAutoMTLS(t *testing.T) {
+	Conformance(t, helperBinary(t), &ConformanceOptions{Env: []string{helperEnv + "=good"}, GoPluginAutoMTLS: true})
+}
+
 func TestStartAndRun(t *testing.T) {
 	p := Start(t, helperBinary(t), helperEnv+"=good")
 	require.Equal(t, plugin.ProtocolVersion, p.ProtocolVersion)
@@ -52,7 +56,7 @@ func TestStopFindsLeftoverChildren(t *testing.T) {
 }
 
 func TestStartRefusesNonPlugin(t *testing.T) {
-	p, err := start(t, "/bin/true", nil)
+	p, err := start(t, "/bin/true", nil, false)
 	require.Error(t, err)
 	require.NoError(t, p.Stop())
 }

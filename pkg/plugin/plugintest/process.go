@@ -1,6 +1,7 @@
 package plugintest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -32,22 +33,26 @@ type Process struct {
 	stopErr  error
 }
 
-// Start starts a built plugin binary through hashicorp/go-plugin with
-// Lethe's handshake (plugin.Handshake, plugin.VersionedPlugins), gRPC only
-// and AutoMTLS, in a process group of its own, and dispenses a Conn to it.
+// Start starts a built plugin binary the way the host does by default:
+// through hashicorp/go-plugin with Lethe's handshake (plugin.Handshake,
+// plugin.VersionedPlugins), gRPC only, with Lethe's automatic mTLS
+// (plugin.NewHostMTLS, plugin.MTLSEnv), in a process group of its own. It
+// dispenses a Conn to it.
 // env entries ("KEY=value") are added to the test process's environment,
 // and win over it. The process is stopped when the test ends; call Stop to
 // check that it shuts down gracefully.
 func Start(t testing.TB, binary string, env ...string) *Process {
 	t.Helper()
-	p, err := start(t, binary, env)
+	p, err := start(t, binary, env, false)
 	if err != nil {
 		t.Fatalf("plugintest: %v", err)
 	}
 	return p
 }
 
-func start(t testing.TB, binary string, env []string) (*Process, error) {
+// start starts binary. goPluginAutoMTLS selects go-plugin's AutoMTLS
+// instead of Lethe's, as pluginhost.Config.GoPluginAutoMTLS does.
+func start(t testing.TB, binary string, env []string, goPluginAutoMTLS bool) (*Process, error) {
 	abs, err := filepath.Abs(binary)
 	if err != nil {
 		return nil, err
@@ -55,6 +60,19 @@ func start(t testing.TB, binary string, env []string) (*Process, error) {
 	cmd := exec.Command(abs)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = append(os.Environ(), env...) // later entries win
+	var tlsConfig *tls.Config
+	if !goPluginAutoMTLS {
+		m, err := plugin.NewHostMTLS()
+		if err != nil {
+			return nil, fmt.Errorf("mTLS: %w", err)
+		}
+		entry, tc, err := m.ForPlugin()
+		if err != nil {
+			return nil, fmt.Errorf("mTLS: %w", err)
+		}
+		cmd.Env = append(cmd.Env, entry)
+		tlsConfig = tc
+	}
 	logger := testLogger(t).Named("go-plugin")
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  plugin.Handshake,
@@ -62,7 +80,8 @@ func start(t testing.TB, binary string, env []string) (*Process, error) {
 		Cmd:              cmd,
 		SkipHostEnv:      true, // cmd.Env already has it, with env winning
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		AutoMTLS:         true,
+		AutoMTLS:         goPluginAutoMTLS,
+		TLSConfig:        tlsConfig,
 		Logger:           logger,
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(plugin.MaxMessageSize),
