@@ -9,11 +9,13 @@ import (
 )
 
 func TestResourceSelectorMatches(t *testing.T) {
-	pod := func(ns string) plugin.Item { return plugin.Item{Version: "v1", Resource: "pods", Namespace: ns, Name: "p"} }
+	pod := func(ns string) plugin.Item {
+		return plugin.Item{Version: "v1", Resource: "pods", Namespace: ns, Name: "p"}
+	}
 	deploy := plugin.Item{Group: "apps", Version: "v1", Resource: "deployments", Namespace: "prod", Name: "d"}
 	snap := plugin.Item{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots", Namespace: "prod", Name: "s"}
 	snapContent := plugin.Item{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents", Name: "c"} // cluster-scoped
-	pv := plugin.Item{Version: "v1", Resource: "persistentvolumes", Name: "pv"}                                                        // cluster-scoped
+	pv := plugin.Item{Version: "v1", Resource: "persistentvolumes", Name: "pv"}                                                // cluster-scoped
 	fooPods := plugin.Item{Group: "foo.example.com", Version: "v1", Resource: "pods", Namespace: "prod", Name: "fp"}
 
 	type match struct {
@@ -148,7 +150,7 @@ func TestResourceSelectorCompileRejects(t *testing.T) {
 		{"malformed excluded glob", plugin.ResourceSelector{ExcludedResources: []string{"pods\\"}}},
 		{"unbalanced label set", plugin.ResourceSelector{LabelSelector: "tier in (a,b"}},
 		{"invalid label key", plugin.ResourceSelector{LabelSelector: "-bad-=x"}},
-		{"dangling operator", plugin.ResourceSelector{LabelSelector: "app="+"="+"="}},
+		{"dangling operator", plugin.ResourceSelector{LabelSelector: "app=" + "=" + "="}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.sel.Compile()
