@@ -2,8 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lethehq/lethe/internal/pluginhost"
 )
 
 func newPluginCmd(a *app) *cobra.Command {
@@ -11,7 +16,90 @@ func newPluginCmd(a *app) *cobra.Command {
 		Use:   "plugin",
 		Short: "List and lock the DeleteItemAction plugins in the plugin folder",
 	}
-	c.AddCommand(newPluginListCmd(a))
+	c.AddCommand(newPluginListCmd(a), newPluginLockCmd(a))
+	return c
+}
+
+type lockView struct {
+	Binary string `json:"binary"`
+	SHA256 string `json:"sha256"`
+	Change string `json:"change"` // new, changed, unchanged, removed
+}
+
+func newPluginLockCmd(a *app) *cobra.Command {
+	var dryRun bool
+	c := &cobra.Command{
+		Use:   "lock",
+		Short: "Pin the sha256 of every plugin binary in a lock file",
+		Long: `Lock writes lethe-plugins.lock in the plugin folder with the sha256 of every
+plugin binary there. While the lock file exists, Lethe refuses, before
+running it, any binary whose checksum differs or that the lock file does not
+list. Run it again after installing or upgrading a plugin; it shows what
+changed.`,
+		Example: `  lethe plugin lock --dry-run
+  lethe plugin lock`,
+		Args: exactArgs(0, ""),
+	}
+	out := outputFlag(c, "table")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what the lock file would pin, and write nothing")
+	c.RunE = func(*cobra.Command, []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		if err := a.init(); err != nil {
+			return err
+		}
+		lockPath := filepath.Join(a.g.pluginDir, pluginhost.LockFileName)
+		old, err := pluginhost.ReadLock(lockPath)
+		if err != nil {
+			return err
+		}
+		var next *pluginhost.Lock
+		if dryRun {
+			next, err = pluginhost.ComputeLock(a.g.pluginDir)
+		} else {
+			next, err = pluginhost.WriteLock(a.g.pluginDir)
+		}
+		if err != nil {
+			return err
+		}
+		views := []lockView{}
+		for _, name := range slices.Sorted(maps.Keys(next.Plugins)) {
+			v := lockView{Binary: name, SHA256: next.Plugins[name].SHA256, Change: "new"}
+			if old != nil {
+				if e, ok := old.Plugins[name]; ok {
+					v.Change = "unchanged"
+					if e.SHA256 != v.SHA256 {
+						v.Change = "changed"
+					}
+				}
+			}
+			views = append(views, v)
+		}
+		if old != nil {
+			for _, name := range slices.Sorted(maps.Keys(old.Plugins)) {
+				if _, ok := next.Plugins[name]; !ok {
+					views = append(views, lockView{Binary: name, SHA256: old.Plugins[name].SHA256, Change: "removed"})
+				}
+			}
+		}
+		if *out != "table" {
+			return printStructured(a.s.Out, *out, views)
+		}
+		t := newTable(a.s.Out, "BINARY", "SHA256", "CHANGE")
+		for _, v := range views {
+			t.row(v.Binary, v.SHA256, v.Change)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if dryRun {
+			fmt.Fprintf(a.s.Out, "dry run: %s not written\n", lockPath)
+		} else {
+			fmt.Fprintf(a.s.Out, "wrote %s: %d binaries pinned\n", lockPath, len(next.Plugins))
+		}
+		return nil
+	}
 	return c
 }
 

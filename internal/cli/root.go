@@ -53,7 +53,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.storage, "storage", "", "backup storage URL: file:///dir or s3://bucket/prefix?endpoint=... (env LETHE_STORAGE; default file://<home>/storage)")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level: error, warn, info, debug, trace (env LETHE_LOG_LEVEL; default warn)")
 
-	root.AddCommand(newBackupCmd(a), newPluginCmd(a), newServerCmd(a), newVersionCmd(a))
+	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newVersionCmd(a))
 	return root, a
 }
 

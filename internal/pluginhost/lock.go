@@ -55,10 +55,8 @@ func ReadLock(path string) (*Lock, error) {
 	return &l, nil
 }
 
-// WriteLock pins every plugin binary of dir: it writes dir/lethe-plugins.lock
-// with the sha256 of each executable, replacing any previous lock file. It
-// refuses world-writable files and directories, like the host does.
-func WriteLock(dir string) (*Lock, error) {
+// ComputeLock returns the lock WriteLock would write, and writes nothing.
+func ComputeLock(dir string) (*Lock, error) {
 	bins, err := listBinaries(dir, LockFileName)
 	if err != nil {
 		return nil, err
@@ -70,6 +68,17 @@ func WriteLock(dir string) (*Lock, error) {
 			return nil, err
 		}
 		l.Plugins[filepath.Base(b)] = LockEntry{SHA256: sum}
+	}
+	return l, nil
+}
+
+// WriteLock pins every plugin binary of dir: it writes dir/lethe-plugins.lock
+// with the sha256 of each executable, replacing any previous lock file. It
+// refuses world-writable files and directories, like the host does.
+func WriteLock(dir string) (*Lock, error) {
+	l, err := ComputeLock(dir)
+	if err != nil {
+		return nil, err
 	}
 	data, err := json.MarshalIndent(l, "", "  ")
 	if err != nil {

@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+)
+
+// kindName turns what a user types ("backups", "backup", "Backup") into a
+// catalog kind. Unknown kinds are taken as typed, so user-defined kinds
+// work.
+func kindName(s string) string {
+	switch strings.ToLower(s) {
+	case "backup", "backups":
+		return backup.Kind
+	}
+	return s
+}
+
+func newGetCmd(a *app) *cobra.Command {
+	var ns, selector string
+	c := &cobra.Command{
+		Use:   "get KIND [NAME]",
+		Short: "List resources of any kind in the catalog, or show one",
+		Long: `Get lists the catalog's resources of one kind (Backup, or any user-defined
+kind), with their lifecycle phase. With NAME it shows that one resource in
+full (-o yaml or json for everything, including spec and status).`,
+		Example: `  lethe get backups
+  lethe get backups -l team=db -o json
+  lethe get Backup nightly-0412 -o yaml`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usageError{fmt.Errorf("%s needs KIND and at most one NAME", cmd.CommandPath())}
+			}
+			return nil
+		},
+	}
+	out := outputFlag(c, "table")
+	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped, or all when listing)")
+	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. team=db,env!=dev")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		st, err := a.catalog(ctx)
+		if err != nil {
+			return err
+		}
+		kind := kindName(args[0])
+		var items []*catalog.Resource
+		if len(args) == 2 {
+			r, err := getResource(ctx, st, catalog.Key{Kind: kind, Namespace: ns, Name: args[1]})
+			if err != nil {
+				return err
+			}
+			items = []*catalog.Resource{r}
+		} else {
+			opts := catalog.ListOptions{Kind: kind, Namespace: ns, LabelSelector: selector}
+			for {
+				page, err := st.List(ctx, opts)
+				if err != nil {
+					return err
+				}
+				items = append(items, page.Items...)
+				if page.Continue == "" {
+					break
+				}
+				opts.Continue = page.Continue
+			}
+		}
+		if *out != "table" {
+			if len(args) == 2 {
+				return printStructured(a.s.Out, *out, items[0])
+			}
+			if items == nil {
+				items = []*catalog.Resource{}
+			}
+			return printStructured(a.s.Out, *out, items)
+		}
+		if len(items) == 0 {
+			fmt.Fprintf(a.s.Out, "No %s resources.\n", kind)
+			return nil
+		}
+		now := time.Now()
+		t := newTable(a.s.Out, "NAMESPACE", "NAME", "PHASE", "OWNERS", "FINALIZERS", "AGE")
+		for _, r := range items {
+			t.row(dash(r.Namespace), r.Name, string(r.Phase), fmt.Sprint(len(r.Owners)), dash(strings.Join(r.Finalizers, ",")), human(now.Sub(r.CreatedAt)))
+		}
+		return t.flush()
+	}
+	return c
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func getResource(ctx context.Context, st catalog.Store, k catalog.Key) (*catalog.Resource, error) {
+	r, err := st.Get(ctx, k)
+	if errors.Is(err, catalog.ErrNotFound) {
+		if ts, terr := st.GetTombstone(ctx, k); terr == nil {
+			return nil, fmt.Errorf("%s was purged at %s by %s", k, ts.PurgedAt.Local().Format(time.RFC3339), ts.Actor)
+		}
+		return nil, fmt.Errorf("%s not found", k)
+	}
+	return r, err
+}
+
+func newDescribeCmd(a *app) *cobra.Command {
+	var ns string
+	c := &cobra.Command{
+		Use:   "describe KIND NAME",
+		Short: "Show a resource with its owners, dependents, finalizers, conditions and recent audit",
+		Example: `  lethe describe backup nightly-0412
+  lethe describe Database orders -n shop`,
+		Args: exactArgs(2, "KIND and NAME"),
+	}
+	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		st, err := a.catalog(ctx)
+		if err != nil {
+			return err
+		}
+		r, err := getResource(ctx, st, catalog.Key{Kind: kindName(args[0]), Namespace: ns, Name: args[1]})
+		if err != nil {
+			return err
+		}
+		deps, err := st.Dependents(ctx, r.UID)
+		if err != nil {
+			return err
+		}
+		refs, err := st.Referrers(ctx, r.Key())
+		if err != nil {
+			return err
+		}
+		audit, err := st.ListAudit(ctx, catalog.AuditFilter{UID: r.UID})
+		if err != nil {
+			return err
+		}
+		w := a.s.Out
+		now := time.Now()
+		fmt.Fprintf(w, "Kind:        %s\n", r.Kind)
+		if r.Namespace != "" {
+			fmt.Fprintf(w, "Namespace:   %s\n", r.Namespace)
+		}
+		fmt.Fprintf(w, "Name:        %s\n", r.Name)
+		fmt.Fprintf(w, "UID:         %s\n", r.UID)
+		fmt.Fprintf(w, "Phase:       %s\n", r.Phase)
+		fmt.Fprintf(w, "Version:     %d\n", r.ResourceVersion)
+		fmt.Fprintf(w, "Created:     %s (%s ago)\n", r.CreatedAt.Local().Format(time.RFC3339), human(now.Sub(r.CreatedAt)))
+		if len(r.Labels) > 0 {
+			fmt.Fprintf(w, "Labels:      %s\n", joinMap(r.Labels))
+		}
+		if len(r.Annotations) > 0 {
+			fmt.Fprintf(w, "Annotations: %s\n", joinMap(r.Annotations))
+		}
+		if r.DeletionDueAt != nil {
+			fmt.Fprintf(w, "Deletion:    scheduled for %s (in %s)\n", r.DeletionDueAt.Local().Format(time.RFC3339), human(r.DeletionDueAt.Sub(now)))
+		}
+		if r.DeletionTimestamp != nil {
+			fmt.Fprintf(w, "Deleting:    since %s, propagation %s\n", r.DeletionTimestamp.Local().Format(time.RFC3339), dash(string(r.PropagationPolicy)))
+		}
+		fmt.Fprintf(w, "Finalizers:  %s\n", dash(strings.Join(r.Finalizers, ", ")))
+		fmt.Fprintln(w, "Owners:")
+		if len(r.Owners) == 0 {
+			fmt.Fprintln(w, "  (none)")
+		}
+		for _, o := range r.Owners {
+			block := ""
+			if o.BlockOwnerDeletion {
+				block = " (blocks owner deletion)"
+			}
+			fmt.Fprintf(w, "  %s/%s %s%s\n", o.Kind, o.Name, o.UID, block)
+		}
+		fmt.Fprintln(w, "Dependents:")
+		if len(deps)+len(refs) == 0 {
+			fmt.Fprintln(w, "  (none)")
+		}
+		for _, d := range deps {
+			fmt.Fprintf(w, "  %s  owned, %s\n", d.Key(), d.Phase)
+		}
+		for _, d := range refs {
+			policy := ""
+			for _, ref := range d.References {
+				if ref.Kind == r.Kind && ref.Name == r.Name && ref.Namespace == r.Namespace {
+					policy = string(ref.OnTargetDelete)
+				}
+			}
+			fmt.Fprintf(w, "  %s  references it (onTargetDelete=%s), %s\n", d.Key(), policy, d.Phase)
+		}
+		fmt.Fprintln(w, "Conditions:")
+		if len(r.Conditions) == 0 {
+			fmt.Fprintln(w, "  (none)")
+		}
+		for _, c := range r.Conditions {
+			fmt.Fprintf(w, "  %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
+		}
+		fmt.Fprintln(w, "Recent audit:")
+		if len(audit) > 10 {
+			audit = audit[len(audit)-10:]
+		}
+		for _, e := range audit {
+			fmt.Fprintf(w, "  %s  %-16s %-10s %s\n", e.Time.Local().Format(time.RFC3339), e.Action, e.Actor, e.Reason)
+		}
+		return nil
+	}
+	return c
+}
+
+func newAuditCmd(a *app) *cobra.Command {
+	var kind, name, since string
+	var limit int
+	c := &cobra.Command{
+		Use:   "audit",
+		Short: "List the append-only audit log: every lifecycle change and purge",
+		Long: `Audit lists who changed what, when and why: every lifecycle transition
+(schedule, undelete, delete, finalizer removal) and every purge, forced or
+not, with the plugins' report for purged backups. The log is append-only.`,
+		Example: `  lethe audit --kind Backup --name nightly-0412
+  lethe audit --since 24h -o json`,
+		Args: exactArgs(0, ""),
+	}
+	out := outputFlag(c, "table")
+	c.Flags().StringVar(&kind, "kind", "", "only this kind")
+	c.Flags().StringVar(&name, "name", "", "only this name")
+	c.Flags().StringVar(&since, "since", "", "only entries newer than a duration ago (24h, 7d) or a time (RFC 3339)")
+	c.Flags().IntVar(&limit, "limit", 0, "at most this many entries (the newest)")
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		f := catalog.AuditFilter{Name: name, Limit: limit}
+		if kind != "" {
+			f.Kind = kindName(kind)
+		}
+		if since != "" {
+			if t, err := time.Parse(time.RFC3339, since); err == nil {
+				f.Since = t
+			} else if d, err := backup.ParseDuration(since); err == nil {
+				f.Since = time.Now().Add(-d)
+			} else {
+				return usageError{fmt.Errorf("--since %q: use a duration (24h, 7d) or an RFC 3339 time", since)}
+			}
+		}
+		if limit < 0 {
+			return usageError{fmt.Errorf("--limit must not be negative")}
+		}
+		ctx := cmd.Context()
+		st, err := a.catalog(ctx)
+		if err != nil {
+			return err
+		}
+		entries, err := st.ListAudit(ctx, f)
+		if err != nil {
+			return err
+		}
+		if *out != "table" {
+			if entries == nil {
+				entries = []catalog.AuditEntry{}
+			}
+			return printStructured(a.s.Out, *out, entries)
+		}
+		if len(entries) == 0 {
+			fmt.Fprintln(a.s.Out, "No audit entries.")
+			return nil
+		}
+		t := newTable(a.s.Out, "TIME", "ACTOR", "ACTION", "RESOURCE", "PHASE", "REASON")
+		for _, e := range entries {
+			res := e.Kind + "/" + e.Name
+			if e.Namespace != "" {
+				res = e.Kind + "/" + e.Namespace + "/" + e.Name
+			}
+			phase := ""
+			if e.FromPhase != "" || e.ToPhase != "" {
+				phase = string(e.FromPhase) + "→" + string(e.ToPhase)
+			}
+			t.row(e.Time.Local().Format(time.RFC3339), e.Actor, e.Action, res, dash(phase), e.Reason)
+		}
+		return t.flush()
+	}
+	return c
+}
