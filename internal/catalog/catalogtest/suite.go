@@ -150,6 +150,16 @@ func testCreateBatch(t *testing.T, newStore NewStoreFunc) {
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 	_, err = f.s.CreateBatch(f.ctx, []*catalog.Resource{res("K", "", "e", nil), res("K", "", "e", nil)})
 	require.ErrorIs(t, err, catalog.ErrAlreadyExists)
+	// The same in a batch big enough for a driver's bulk path (COPY).
+	var big []*catalog.Resource
+	for i := range 40 {
+		big = append(big, res("K", "", fmt.Sprintf("big-%02d", i), nil))
+	}
+	big = append(big, res("K", "", "b", nil))
+	_, err = f.s.CreateBatch(f.ctx, big)
+	require.ErrorIs(t, err, catalog.ErrAlreadyExists)
+	_, err = f.s.Get(f.ctx, key("K", "", "big-00"))
+	require.ErrorIs(t, err, catalog.ErrNotFound)
 	v1, err := f.s.CurrentVersion(f.ctx)
 	require.NoError(t, err)
 	assert.Equal(t, v0+3, v1)

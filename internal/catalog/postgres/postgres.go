@@ -214,6 +214,7 @@ type pgxtx interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error)
 }
 
 type querier struct{ db pgxtx }
@@ -246,6 +247,21 @@ func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
 		batch.Queue(s.SQL, s.Args...)
 	}
 	return q.db.SendBatch(ctx, &batch).Close()
+}
+
+// InsertRows uses COPY for large inputs, a pipelined batch of INSERTs
+// for small ones (COPY costs an extra round trip).
+func (q querier) InsertRows(ctx context.Context, table string, cols []string, rows [][]any) error {
+	if len(rows) < 16 {
+		sql := sqlstore.InsertSQL(table, cols)
+		stmts := make([]sqlstore.Stmt, len(rows))
+		for i, r := range rows {
+			stmts[i] = sqlstore.Stmt{SQL: sql, Args: r}
+		}
+		return q.ExecBatch(ctx, stmts)
+	}
+	_, err := q.db.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows))
+	return err
 }
 
 type pgRows struct{ pgx.Rows }

@@ -246,6 +246,21 @@ func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
 	return nil
 }
 
+// InsertRows runs one prepared INSERT per row.
+func (q querier) InsertRows(ctx context.Context, table string, cols []string, rows [][]any) error {
+	p, err := q.db.PrepareContext(ctx, sqlstore.InsertSQL(table, cols))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	for _, r := range rows {
+		if _, err := p.ExecContext(ctx, r...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }

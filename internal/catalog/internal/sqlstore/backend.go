@@ -8,6 +8,8 @@ package sqlstore
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 )
 
 // ErrNoRows is what a Backend's Row.Scan returns when there is no row.
@@ -20,6 +22,18 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) Row
 	// ExecBatch runs statements in order; a driver may pipeline them.
 	ExecBatch(ctx context.Context, stmts []Stmt) error
+	// InsertRows bulk-inserts rows (plain INSERT semantics, no ON
+	// CONFLICT): COPY on PostgreSQL, a prepared statement on SQLite.
+	InsertRows(ctx context.Context, table string, cols []string, rows [][]any) error
+}
+
+// InsertSQL is INSERT INTO table (cols) VALUES ($1, …).
+func InsertSQL(table string, cols []string) string {
+	ph := make([]string, len(cols))
+	for i := range cols {
+		ph[i] = "$" + strconv.Itoa(i+1)
+	}
+	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(ph, ", ") + ")"
 }
 
 // Stmt is one statement of an ExecBatch.

@@ -150,8 +150,10 @@ func changeStmt(typ catalog.EventType, version int64, r *catalog.Resource, doc s
 		Args: []any{version, string(typ), r.Kind, doc}}
 }
 
-const auditInsert = `INSERT INTO audit (ts, actor, action, kind, namespace, name, uid, from_phase, to_phase, reason, details)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+var (
+	auditCols   = []string{"ts", "actor", "action", "kind", "namespace", "name", "uid", "from_phase", "to_phase", "reason", "details"}
+	auditInsert = InsertSQL("audit", auditCols)
+)
 
 func auditStmt(e catalog.AuditEntry) Stmt {
 	return Stmt{SQL: auditInsert, Args: []any{nanos(e.Time), e.Actor, e.Action, e.Kind, e.Namespace, e.Name, e.UID,
@@ -226,26 +228,58 @@ func (s *Store) CreateBatch(ctx context.Context, rs []*catalog.Resource) ([]*cat
 		r.CreatedAt, r.UpdatedAt = now, now
 		out[i] = r
 	}
-	stmts := make([]Stmt, 0, len(out)*4)
+	var (
+		resRows, ownerRows, refRows, changeRows, auditRows [][]any
+	)
 	err := s.b.WriteTx(ctx, func(q Querier) error {
 		first, err := nextVersions(ctx, q, len(out))
 		if err != nil {
 			return err
 		}
-		stmts = stmts[:0]
+		resRows, ownerRows, refRows = resRows[:0], ownerRows[:0], refRows[:0]
+		changeRows, auditRows = changeRows[:0], auditRows[:0]
 		for i, r := range out {
 			r.ResourceVersion = first + int64(i)
 			doc, err := encode(r)
 			if err != nil {
 				return err
 			}
-			stmts = append(stmts, rowStmt(true, r, doc))
-			stmts = append(stmts, edgeStmts(r)...)
-			stmts = append(stmts, changeStmt(catalog.EventAdded, r.ResourceVersion, r, doc), auditStmt(catalog.AuditEntry{Time: now, Actor: actor, Action: "create",
-				Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID, ToPhase: catalog.PhaseActive}))
+			resRows = append(resRows, []any{r.UID, r.Kind, r.Namespace, r.Name, string(r.Phase), nil, r.ResourceVersion, doc})
+			seenOwner := map[string]bool{}
+			for _, o := range r.Owners {
+				if !seenOwner[o.UID] {
+					seenOwner[o.UID] = true
+					ownerRows = append(ownerRows, []any{o.UID, r.UID, o.BlockOwnerDeletion})
+				}
+			}
+			seenRef := map[catalog.Key]bool{}
+			for _, ref := range r.References {
+				k := catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}
+				if !seenRef[k] {
+					seenRef[k] = true
+					refRows = append(refRows, []any{ref.Kind, ref.Namespace, ref.Name, r.UID, string(ref.OnTargetDelete)})
+				}
+			}
+			changeRows = append(changeRows, []any{r.ResourceVersion, string(catalog.EventAdded), r.Kind, doc})
+			auditRows = append(auditRows, auditStmt(catalog.AuditEntry{Time: now, Actor: actor, Action: "create",
+				Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID, ToPhase: catalog.PhaseActive}).Args)
 		}
-		if err := q.ExecBatch(ctx, stmts); err != nil {
-			return err
+		for _, ins := range []struct {
+			table string
+			cols  []string
+			rows  [][]any
+		}{
+			{"resources", []string{"uid", "kind", "namespace", "name", "phase", "due_at", "resource_version", "doc"}, resRows},
+			{"owner_edges", []string{"owner_uid", "dependent_uid", "block_owner_deletion"}, ownerRows},
+			{"reference_edges", []string{"target_kind", "target_namespace", "target_name", "referrer_uid", "on_target_delete"}, refRows},
+			{"changes", []string{"version", "type", "kind", "doc"}, changeRows},
+			{"audit", auditCols, auditRows},
+		} {
+			if len(ins.rows) > 0 {
+				if err := q.InsertRows(ctx, ins.table, ins.cols, ins.rows); err != nil {
+					return err
+				}
+			}
 		}
 		return s.b.Notify(ctx, q, first+int64(len(out))-1)
 	})
