@@ -66,7 +66,8 @@ failed or blocked (the backup stays).`,
 		if err := backup.ValidateName(name); err != nil {
 			return usageError{err}
 		}
-		opts := deletion.Options{Actor: "cli", Force: force, Async: async || !wait}
+		ctx := cmd.Context()
+		opts := deletion.Options{Actor: catalog.ActorFrom(ctx), Force: force, Async: async || !wait}
 		if delay != "" {
 			d, err := backup.ParseDuration(delay)
 			if err != nil {
@@ -74,7 +75,6 @@ failed or blocked (the backup stays).`,
 			}
 			opts.Delay = &d
 		}
-		ctx := cmd.Context()
 		del, err := a.deleter(ctx)
 		if err != nil {
 			return err
@@ -288,7 +288,7 @@ until the grace window ends, across restarts. Once a deletion is running
 				return fmt.Errorf("backup %s is already being deleted (since %s): its plugins have acted, so it cannot be undeleted",
 					r.Name, r.DeletionTimestamp.Local().Format(time.RFC3339))
 			}
-			if _, err := st.Undelete(ctx, r.Key(), "cli", "undelete requested"); err != nil {
+			if _, err := st.Undelete(ctx, r.Key(), catalog.ActorFrom(ctx), "undelete requested"); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.s.Out, "backup %s: scheduled deletion cancelled; it is Active again\n", r.Name)

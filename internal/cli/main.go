@@ -7,11 +7,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"os/user"
 	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lethehq/lethe/internal/catalog"
 	"golang.org/x/term"
 )
 
@@ -83,6 +86,7 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 	if aborts == nil {
 		aborts = &abortHooks{}
 	}
+	ctx = catalog.WithActor(ctx, cliActor())
 	root, a := newRoot(s, aborts)
 	root.SetArgs(args)
 	root.SetIn(s.In)
@@ -105,6 +109,15 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 		return exitUsage
 	}
 	return exitError
+}
+
+// cliActor names the person at the CLI in the audit log: "cli:<user>".
+func cliActor() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	return "cli:" + name
 }
 
 func isCobraUsage(msg string) bool {

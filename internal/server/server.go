@@ -85,6 +85,7 @@ func New(cfg *Config) (*Server, error) {
 
 // Run serves until ctx ends, then stops every part and waits for it.
 func (s *Server) Run(ctx context.Context) error {
+	ctx = catalog.WithActor(ctx, "server:"+s.cfg.Deleter.Holder())
 	ttlc, err := ttl.New(&ttl.Config{
 		Store: s.cfg.Store, Logger: s.cfg.Logger, Now: s.cfg.Now,
 		Request: func(ctx context.Context, name string) error {
@@ -158,7 +159,7 @@ func (s *Server) work(ctx context.Context) error {
 			s.log.Error("claiming deletions", "error", err)
 		}
 		for _, w := range items {
-			rep, err := s.cfg.Deleter.RunWork(ctx, w, deletion.Options{Actor: "server"})
+			rep, err := s.cfg.Deleter.RunWork(ctx, w, deletion.Options{Actor: catalog.ActorFrom(ctx)})
 			switch {
 			case err != nil:
 				s.deletions.WithLabelValues("error").Inc()
