@@ -11,8 +11,11 @@ import (
 	"hash"
 	"hash/maphash"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -47,6 +50,11 @@ var (
 // -preferredversion copy. Ordinals count yielded items from 0 in that order,
 // so they are deterministic for a given tarball.
 //
+// Decompression runs on a goroutine of the Reader's own, a few chunks ahead;
+// it ends at io.EOF, at the first error, on Close, or, for a Reader dropped
+// mid-stream without Close, when the Reader is garbage collected. Call Close
+// when abandoning a Reader early. A Reader is not safe for concurrent use.
+//
 // Every error but the source's own I/O errors is an *Error matching
 // ErrHostile, and is sticky. Items yielded before an error came from a
 // tarball that is rejected as a whole: callers that must not act on a bad
@@ -55,7 +63,7 @@ type Reader struct {
 	lim  Limits
 	src  *sourceReader
 	br   *bufio.Reader
-	zdec *zstd.Decoder
+	ra   *readAhead
 	body *bodyReader
 	tr   *tar.Reader
 
@@ -110,9 +118,10 @@ func NewReader(r io.Reader, lim Limits) (*Reader, error) {
 	rd.br = bufio.NewReaderSize(rd.src, 64<<10)
 	magic, err := rd.br.Peek(4)
 	var dec io.Reader
+	var closeDec func()
 	switch {
-	case rd.src.err != nil:
-		return nil, fmt.Errorf("archive: reading backup: %w", rd.src.err)
+	case rd.src.error() != nil:
+		return nil, fmt.Errorf("archive: reading backup: %w", rd.src.error())
 	case len(magic) >= 2 && string(magic[:2]) == string(gzipMagic):
 		gz, gerr := gzip.NewReader(rd.br)
 		if gerr != nil {
@@ -124,20 +133,22 @@ func NewReader(r io.Reader, lim Limits) (*Reader, error) {
 		if zerr != nil {
 			return nil, fmt.Errorf("archive: zstd: %w", zerr)
 		}
-		rd.zdec, dec = zd, zd
+		dec, closeDec = zd, zd.Close
 	case err != nil && len(magic) < 2:
 		return nil, newErr("", ErrTruncated, "the stream is empty or shorter than a compression header")
 	default:
 		return nil, newErr("", ErrCorrupt, "not a gzip or zstd stream (unknown magic bytes "+hex.EncodeToString(magic)+")")
 	}
-	rd.body = &bodyReader{r: dec, rd: rd}
+	rd.ra = startReadAhead(dec, closeDec)
+	runtime.AddCleanup(rd, (*readAhead).stop, rd.ra)
+	rd.body = &bodyReader{r: rd.ra, rd: rd}
 	rd.tr = tar.NewReader(rd.body)
 	return rd, nil
 }
 
 // Digest returns the hex sha256 of the compressed bytes read so far; once
 // Next has returned io.EOF, that is the digest of the whole stream.
-func (r *Reader) Digest() string { return hex.EncodeToString(r.src.h.Sum(nil)) }
+func (r *Reader) Digest() string { return r.src.digest() }
 
 // Close releases the decompressor. It is safe to call more than once, and
 // after Next has returned an error.
@@ -150,10 +161,7 @@ func (r *Reader) Close() error {
 }
 
 func (r *Reader) release() {
-	if r.zdec != nil {
-		r.zdec.Close()
-		r.zdec = nil
-	}
+	r.ra.stop()
 	r.keys = keySet{}
 	r.pending, r.pendingOrder = nil, nil
 }
@@ -511,11 +519,12 @@ func (r *Reader) finish() error {
 			return err
 		}
 	}
+	<-r.ra.exited // the decompressor is done with r.br
 	if n, _ := io.ReadFull(r.br, buf[:1]); n > 0 {
 		return newErr(r.entry, ErrCorrupt, "trailing data after the compressed stream")
 	}
-	if r.src.err != nil {
-		return fmt.Errorf("archive: reading backup: %w", r.src.err)
+	if err := r.src.error(); err != nil {
+		return fmt.Errorf("archive: reading backup: %w", err)
 	}
 	if r.version == "" {
 		return newErr(versionFile, ErrVersion, "the archive has no metadata/version, so it is not a Velero backup")
@@ -536,8 +545,8 @@ func (r *Reader) streamErr(err error) error {
 	switch {
 	case errors.As(err, &ae):
 		return ae
-	case r.src.err != nil:
-		return fmt.Errorf("archive: reading backup: %w", r.src.err)
+	case r.src.error() != nil:
+		return fmt.Errorf("archive: reading backup: %w", r.src.error())
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return &Error{Entry: r.entry, Kind: ErrTruncated, Reason: "the stream ends early (truncated or cut short)", Err: err}
 	}
@@ -547,22 +556,39 @@ func (r *Reader) streamErr(err error) error {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // sourceReader counts and hashes the compressed bytes, and remembers the
-// source's own errors so they are not mistaken for hostile input.
+// source's own errors so they are not mistaken for hostile input. It is read
+// on the read-ahead goroutine and queried on the caller's.
 type sourceReader struct {
-	r   io.Reader
-	h   hash.Hash
-	n   int64
+	r  io.Reader
+	mu sync.Mutex
+	h  hash.Hash
+	n  atomic.Int64
+	// err is the source's first error other than io.EOF.
 	err error
 }
 
 func (s *sourceReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
-	s.n += int64(n)
+	s.mu.Lock()
 	s.h.Write(p[:n])
 	if err != nil && err != io.EOF && s.err == nil {
 		s.err = err
 	}
+	s.mu.Unlock()
+	s.n.Add(int64(n))
 	return n, err
+}
+
+func (s *sourceReader) error() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *sourceReader) digest() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return hex.EncodeToString(s.h.Sum(nil))
 }
 
 // bodyReader counts the decompressed bytes and enforces the total and ratio
@@ -580,8 +606,8 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	switch {
 	case b.n > lim.MaxTotalSize:
 		return 0, newErr(b.rd.entry, ErrTooLarge, fmt.Sprintf("the archive decompresses to over %d bytes, the total cap", lim.MaxTotalSize))
-	case b.n > ratioFloor && float64(b.n) > lim.MaxRatio*float64(b.rd.src.n):
-		return 0, newErr(b.rd.entry, ErrBomb, fmt.Sprintf("decompression bomb: %d compressed bytes expand to %d, over the %gx ratio cap", b.rd.src.n, b.n, lim.MaxRatio))
+	case b.n > ratioFloor && float64(b.n) > lim.MaxRatio*float64(b.rd.src.n.Load()):
+		return 0, newErr(b.rd.entry, ErrBomb, fmt.Sprintf("decompression bomb: %d compressed bytes expand to %d, over the %gx ratio cap", b.rd.src.n.Load(), b.n, lim.MaxRatio))
 	}
 	return n, err
 }

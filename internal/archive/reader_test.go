@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/lethehq/lethe/internal/archive"
 	"github.com/lethehq/lethe/internal/archive/archivetest"
@@ -120,3 +122,30 @@ func TestSourceErrorIsNotHostile(t *testing.T) {
 type errReader struct{ err error }
 
 func (e *errReader) Read([]byte) (int, error) { return 0, e.err }
+
+func TestAbandonedReaderStopsItsGoroutine(t *testing.T) {
+	data := build(t, specs(2000), archivetest.Options{})
+	func() {
+		rd, err := archive.NewReader(bytes.NewReader(data), archive.Limits{})
+		require.NoError(t, err)
+		_, err = rd.Next()
+		require.NoError(t, err)
+		// Dropped without Close, mid-stream.
+	}()
+	for range 5 {
+		runtime.GC()
+	}
+	goleak.VerifyNone(t)
+}
+
+func TestCloseStopsItsGoroutine(t *testing.T) {
+	data := build(t, specs(2000), archivetest.Options{Compression: archivetest.Zstd})
+	rd, err := archive.NewReader(bytes.NewReader(data), archive.Limits{})
+	require.NoError(t, err)
+	_, err = rd.Next()
+	require.NoError(t, err)
+	require.NoError(t, rd.Close())
+	_, err = rd.Next()
+	require.Error(t, err)
+	goleak.VerifyNone(t)
+}
