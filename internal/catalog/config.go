@@ -25,8 +25,9 @@ type Config struct {
 	// Logger receives driver logs. Default a null logger.
 	Logger hclog.Logger
 	// PollInterval is how often a Watch polls the change table on SQLite
-	// (in-process writes wake it at once) and how often a PostgreSQL Watch
-	// re-reads the change table if no NOTIFY arrives. Default 100ms.
+	// (in-process writes wake it at once). A PostgreSQL Watch is woken by
+	// NOTIFY, and re-reads the change table every 10×PollInterval as a
+	// safety net. Default 100ms.
 	PollInterval time.Duration
 	// BusyTimeout is how long SQLite waits for another process's write
 	// lock. Default 10s.

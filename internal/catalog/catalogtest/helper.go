@@ -2,6 +2,7 @@ package catalogtest
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,10 +37,14 @@ const (
 type Target struct {
 	URL    string // as drivers.Open takes it
 	Schema string // PostgreSQL schema, "" for SQLite
+	// PollInterval for this process's stores (default 20ms). PostgreSQL
+	// tests set it to hours, so only NOTIFY can wake a subscriber.
+	PollInterval time.Duration
 }
 
 func (tg Target) open(ctx context.Context, now func() time.Time) (catalog.Store, error) {
-	return drivers.Open(ctx, tg.URL, &catalog.Config{Schema: tg.Schema, Now: now, PollInterval: 20 * time.Millisecond})
+	return drivers.Open(ctx, tg.URL, &catalog.Config{Schema: tg.Schema, Now: now,
+		PollInterval: cmp.Or(tg.PollInterval, 20*time.Millisecond)})
 }
 
 // HelperMain must be called first thing in the TestMain of a driver's test

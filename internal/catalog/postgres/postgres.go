@@ -13,9 +13,10 @@
 //     counter itself.)
 //   - Change feed: the writing transaction runs pg_notify(channel,
 //     version), delivered at commit. A subscriber LISTENs on a dedicated
-//     connection before reading the backlog, and on each notification (or
-//     every PollInterval, as a safety net) re-reads the changes table
-//     after its last version. The notification carries only the version.
+//     connection (one per subscription, outside the pool) before reading
+//     the backlog, and on each notification (or every 10×PollInterval,
+//     as a safety net) re-reads the changes table after its last version.
+//     The notification carries only the version.
 package postgres
 
 import (
@@ -192,7 +193,7 @@ type listener struct {
 	poll time.Duration
 }
 
-// Wait returns on a notification, or after poll as a safety net.
+// Wait returns on a notification, or after 10×poll as a safety net.
 func (l *listener) Wait(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, l.poll*10)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -59,6 +60,9 @@ func newStore(t testing.TB, cfg *catalog.Config) catalog.Store {
 		c = *cfg
 	}
 	c.Schema = testSchema(t, url)
+	// Only NOTIFY may wake a subscriber in these tests: the safety-net
+	// poll (10×PollInterval) never fires.
+	c.PollInterval = time.Hour
 	s, err := postgres.Open(context.Background(), url, &c)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
@@ -106,7 +110,7 @@ func migrated(t *testing.T) catalogtest.Target {
 	s, err := postgres.Open(context.Background(), url, &catalog.Config{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	return catalogtest.Target{URL: url, Schema: schema}
+	return catalogtest.Target{URL: url, Schema: schema, PollInterval: time.Hour}
 }
 
 func BenchmarkInsert(b *testing.B)     { catalogtest.BenchInsert(b, newStore) }

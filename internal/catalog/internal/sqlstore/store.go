@@ -176,16 +176,11 @@ ON CONFLICT (target_kind, target_namespace, target_name, referrer_uid) DO UPDATE
 	return out
 }
 
-// rowStmt writes r; doc is its encoding.
-func rowStmt(insert bool, r *catalog.Resource, doc string) Stmt {
+// rowStmt rewrites r's row; doc is its encoding.
+func rowStmt(r *catalog.Resource, doc string) Stmt {
 	var due any
 	if r.Phase == catalog.PhaseScheduled && r.DeletionDueAt != nil {
 		due = r.DeletionDueAt.UnixNano()
-	}
-	if insert {
-		return Stmt{SQL: `INSERT INTO resources (uid, kind, namespace, name, phase, due_at, resource_version, doc)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			Args: []any{r.UID, r.Kind, r.Namespace, r.Name, string(r.Phase), due, r.ResourceVersion, doc}}
 	}
 	return Stmt{SQL: `UPDATE resources SET phase = $2, due_at = $3, resource_version = $4, doc = $5 WHERE uid = $1`,
 		Args: []any{r.UID, string(r.Phase), due, r.ResourceVersion, doc}}
@@ -475,7 +470,7 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 			return err
 		}
 		ch := changeStmt(catalog.EventUpdated, ver, next, doc)
-		stmts := []Stmt{rowStmt(false, next, doc)}
+		stmts := []Stmt{rowStmt(next, doc)}
 		if m.rewriteEdges {
 			stmts = append(stmts,
 				Stmt{SQL: `DELETE FROM owner_edges WHERE dependent_uid = $1`, Args: []any{next.UID}},
