@@ -1,0 +1,136 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/archive"
+	"github.com/lethehq/lethe/internal/archive/archivetest"
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/blobstore"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/drivers"
+	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/server"
+)
+
+var noopBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lethe-server-test-")
+	if err != nil {
+		panic(err)
+	}
+	noopBin = filepath.Join(dir, "noop")
+	if out, err := exec.Command("go", "build", "-o", noopBin, "../../plugins/noop").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building noop: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type env struct {
+	st  catalog.Store
+	bl  blobstore.Store
+	del *deletion.Deleter
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(dir, "c.db"), &catalog.Config{PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	bl, err := blobstore.Open(ctx, "file://"+filepath.Join(dir, "storage"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = bl.Close() })
+	pdir := filepath.Join(dir, "plugins")
+	require.NoError(t, os.MkdirAll(pdir, 0o750))
+	require.NoError(t, os.Link(noopBin, filepath.Join(pdir, "noop")))
+	h, err := pluginhost.New(&pluginhost.Config{Dir: pdir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	del, err := deletion.New(&deletion.Config{Store: st, Blobs: bl, Plugins: deletion.HostPlugins(h)})
+	require.NoError(t, err)
+	return &env{st: st, bl: bl, del: del}
+}
+
+func (e *env) add(t *testing.T, name string, expires *time.Time, annotations map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, archivetest.WriteN(&buf, 20, 200))
+	sum, err := archive.Validate(bytes.NewReader(buf.Bytes()), archive.Limits{})
+	require.NoError(t, err)
+	key := backup.StorageKey(name)
+	require.NoError(t, e.bl.Put(context.Background(), key, &buf))
+	b := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: name, Annotations: annotations},
+		Spec: backup.Spec{StorageKey: key, Digest: sum.Digest, Items: sum.Items, ExpiresAt: expires}}
+	require.NoError(t, b.Encode())
+	_, err = e.st.Create(context.Background(), b.Resource)
+	require.NoError(t, err)
+}
+
+// waitPurged waits, a bounded number of times, for the backup's tombstone.
+func (e *env) waitPurged(t *testing.T, name string) *catalog.Tombstone {
+	t.Helper()
+	for range 400 {
+		if ts, err := e.st.GetTombstone(context.Background(), backup.Key(name)); err == nil {
+			return ts
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r, err := e.st.Get(context.Background(), backup.Key(name))
+	t.Fatalf("backup %s was not purged: %+v %v", name, r, err)
+	return nil
+}
+
+func TestServerDeletesExpiredBackupsThroughTheGraceWindow(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	past := time.Now().Add(-time.Minute)
+	future := time.Now().Add(time.Hour)
+	e.add(t, "expired", &past, map[string]string{catalog.AnnotationDeletionDelay: "300ms"})
+	e.add(t, "fresh", &future, nil)
+	e.add(t, "queued", nil, nil)
+	_, err := e.del.Delete(ctx, "queued", deletion.Options{Async: true, Actor: "test"})
+	require.NoError(t, err)
+
+	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, PollInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+
+	// Queued with --async: a worker runs it.
+	ts := e.waitPurged(t, "queued")
+	require.Contains(t, ts.Actor, "server:")
+
+	// Expired: TTL requests the deletion, the grace window schedules it,
+	// the timer moves it on, a worker runs it.
+	e.waitPurged(t, "expired")
+	entries, err := e.st.ListAudit(ctx, catalog.AuditFilter{Kind: backup.Kind, Name: "expired"})
+	require.NoError(t, err)
+	var actions []string
+	for _, a := range entries {
+		actions = append(actions, a.Action)
+	}
+	require.Subset(t, actions, []string{"schedule", "delete", "purge"}, "the expired backup must go through the grace window: %v", actions)
+
+	r, err := e.st.Get(ctx, backup.Key("fresh"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, r.Phase)
+
+	cancel()
+	require.NoError(t, <-done)
+}

@@ -1,0 +1,112 @@
+package ttl_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/drivers"
+	"github.com/lethehq/lethe/internal/ttl"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// countingStore counts List calls: the controller must list once at start
+// and then live off the change feed.
+type countingStore struct {
+	catalog.Store
+	lists atomic.Int32
+}
+
+func (c *countingStore) List(ctx context.Context, o catalog.ListOptions) (*catalog.ListResult, error) {
+	c.lists.Add(1)
+	return c.Store.List(ctx, o)
+}
+
+func addBackup(t *testing.T, st catalog.Store, name string, expires time.Time) {
+	t.Helper()
+	b := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: name},
+		Spec: backup.Spec{StorageKey: backup.StorageKey(name), ExpiresAt: &expires}}
+	require.NoError(t, b.Encode())
+	_, err := st.Create(context.Background(), b.Resource)
+	require.NoError(t, err)
+}
+
+func TestExpiredBackupsAreRequestedFromTheIndexWithoutScans(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	raw, err := drivers.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	defer raw.Close()
+	st := &countingStore{Store: raw}
+
+	now := time.Now()
+	addBackup(t, st, "expired", now.Add(-time.Hour))
+	addBackup(t, st, "later", now.Add(time.Hour))
+	noTTL := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: "forever"}}
+	require.NoError(t, noTTL.Encode())
+	_, err = st.Create(ctx, noTTL.Resource)
+	require.NoError(t, err)
+
+	requested := make(chan string, 10)
+	c, err := ttl.New(&ttl.Config{Store: st, Request: func(_ context.Context, name string) error {
+		requested <- name
+		return nil
+	}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+
+	require.Equal(t, "expired", <-requested)
+
+	// A backup created while running, expiring soon, is seen through the
+	// change feed and requested when it expires.
+	addBackup(t, st, "soon", time.Now().Add(200*time.Millisecond))
+	require.Equal(t, "soon", <-requested)
+
+	// Nothing else is due: "later" expires in an hour, "forever" never.
+	select {
+	case name := <-requested:
+		t.Fatalf("unexpected request for %s", name)
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	require.NoError(t, <-done)
+	require.EqualValues(t, 1, st.lists.Load(), "the controller must list once, then use the change feed")
+}
+
+func TestNonActiveBackupsAreNotRequested(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	defer st.Close()
+	addBackup(t, st, "scheduled", time.Now().Add(-time.Minute))
+	_, err = st.Schedule(ctx, backup.Key("scheduled"), catalog.ScheduleOptions{Delay: time.Hour, Actor: "t"})
+	require.NoError(t, err)
+	addBackup(t, st, "active", time.Now().Add(-time.Minute))
+
+	requested := make(chan string, 10)
+	c, err := ttl.New(&ttl.Config{Store: st, Request: func(_ context.Context, name string) error {
+		requested <- name
+		return nil
+	}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	require.Equal(t, "active", <-requested)
+	select {
+	case name := <-requested:
+		t.Fatalf("a backup already Scheduled must not be requested again: %s", name)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	require.NoError(t, <-done)
+}
