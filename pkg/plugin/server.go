@@ -338,7 +338,6 @@ func (e *execution) run(ctx context.Context, it *pluginv1.Item) (res *pluginv1.I
 // its result, or when the stream breaks.
 func (e *execution) sendLoop(stream pluginv1.DeleteItemActionService_ExecuteServer) error {
 	defer e.cancel(context.Canceled)
-	var spare []*pluginv1.ItemResult
 	for {
 		select {
 		case <-e.wake:
@@ -347,15 +346,13 @@ func (e *execution) sendLoop(stream pluginv1.DeleteItemActionService_ExecuteServ
 		}
 		e.mu.Lock()
 		batch := e.results
-		e.results = spare[:0]
+		e.results = nil // gRPC may read a sent message lazily: never reuse it
 		done := e.inputDone && len(e.items) == 0
 		e.mu.Unlock()
 		if len(batch) > 0 {
 			if err := stream.Send(&pluginv1.ExecuteResponse{Results: batch}); err != nil {
 				return err
 			}
-			clear(batch)
-			spare = batch
 		}
 		if done {
 			return nil
