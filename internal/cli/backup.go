@@ -29,6 +29,7 @@ func newBackupCmd(a *app) *cobra.Command {
 Deleting it runs every matching plugin on every item of the tarball, then
 removes the tarball and the record.`,
 	}
+	groupCmd(c)
 	c.AddCommand(newBackupCreateCmd(a), newBackupListCmd(a), newBackupGetCmd(a),
 		newBackupDeleteCmd(a), newBackupUndeleteCmd(a), newBackupSyncCmd(a))
 	return c

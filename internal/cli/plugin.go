@@ -16,6 +16,7 @@ func newPluginCmd(a *app) *cobra.Command {
 		Use:   "plugin",
 		Short: "List and lock the DeleteItemAction plugins in the plugin folder",
 	}
+	groupCmd(c)
 	c.AddCommand(newPluginListCmd(a), newPluginLockCmd(a))
 	return c
 }

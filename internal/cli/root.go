@@ -57,6 +57,20 @@ folder) and the plugins. Each location can be changed on its own.`,
 	return root, a
 }
 
+// groupCmd makes a command that only groups subcommands: without
+// arguments it shows its help; with an unknown subcommand it fails as a
+// usage error instead of printing help and exiting 0.
+func groupCmd(c *cobra.Command) *cobra.Command {
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+		}
+		return cmd.Help()
+	}
+	return c
+}
+
 // resolve fills the globals from flags, then the environment, then
 // defaults.
 func (g *globals) resolve(getenv func(string) string) error {

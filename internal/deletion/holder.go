@@ -1,6 +1,7 @@
 package deletion
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,8 +38,17 @@ func deadLocalHolder(holder string) bool {
 	if err != nil || pid <= 0 || pid == os.Getpid() {
 		return false
 	}
-	err = syscall.Kill(pid, 0)
-	return errors.Is(err, syscall.ESRCH)
+	if err := syscall.Kill(pid, 0); err != nil {
+		return errors.Is(err, syscall.ESRCH)
+	}
+	// A killed process its parent has not reaped yet is a zombie: dead.
+	stat, err := os.ReadFile("/proc/" + pidText + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }
 
 // claim takes the deletion's lease. A lease left by a process of this host

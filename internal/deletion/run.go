@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -271,7 +272,9 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	}
 	last := in
 
-	// Feed the items.
+	// Feed the items. The feeder reads only the starting watermark and
+	// the prior rows; the settler owns the live progress.
+	startWatermark := progress.Watermark
 	var readErr error
 	feedDone := make(chan struct{})
 	go func() {
@@ -291,9 +294,9 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 			wk := &work{it: it}
 			p := prior[it.Ordinal]
 			switch {
-			case it.Ordinal < progress.Watermark && p == nil:
+			case it.Ordinal < startWatermark && p == nil:
 				continue // settled by an earlier run
-			case it.Ordinal < progress.Watermark:
+			case it.Ordinal < startWatermark:
 				wk.prior = p
 				idx, ok := index[p.Plugin]
 				if !ok {
@@ -324,7 +327,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	// Settle results in ordinal order.
 	s := &settler{
 		d: d, r: r, fence: fence, progress: progress, names: names,
-		unsettled: prior, opts: opts, lastSave: time.Now(),
+		unsettled: maps.Clone(prior), opts: opts, lastSave: time.Now(),
 	}
 	var sinkErr error
 	for wk := range last {

@@ -56,7 +56,12 @@ func (b *binary) start() (*proc, error) {
 	cfg := b.h.cfg
 	cmd := exec.Command(b.path)
 	// Own process group, so that a kill reaches the plugin's children too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig kills the plugin if lethe itself dies without a chance to
+	// clean up (SIGKILL, OOM kill). Linux sends it when the thread that
+	// started the plugin exits; the Go runtime keeps its threads, and a
+	// spurious kill would only look like a crash, which the host survives
+	// by restarting the plugin.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Env = []string{"PLUGIN_UNIX_SOCKET_DIR=" + b.h.socketDir}
 	var tlsConfig *tls.Config
 	if b.h.mtls != nil {
