@@ -76,6 +76,10 @@ type Reader struct {
 	pendingSize  int64
 	tail         []*Item // orphan copies left to yield at EOF
 
+	// verified skips duplicate tracking; see NewVerifiedReader.
+	verified bool
+	copyOnly int64
+
 	entry   string // raw name of the current entry, for errors
 	entries int64
 	ordinal int64
@@ -146,6 +150,24 @@ func NewReader(r io.Reader, lim Limits) (*Reader, error) {
 	return rd, nil
 }
 
+// NewVerifiedReader reads a tarball that Validate already accepted, with
+// no copy-only items (Summary.CopyOnlyItems == 0), as Velero writes them.
+// It keeps every per-entry check (paths, entry types, sizes, ratio, JSON,
+// metadata against path) but none of the per-item state that detects
+// duplicates: unversioned items are yielded and versioned copies skipped
+// unread, so memory stays flat however many items the tarball holds.
+//
+// The caller must make sure the stream is the validated one: compare Digest
+// with Summary.Digest at io.EOF before acting on the result as a whole.
+func NewVerifiedReader(r io.Reader, lim Limits) (*Reader, error) {
+	rd, err := NewReader(r, lim)
+	if err != nil {
+		return nil, err
+	}
+	rd.verified = true
+	return rd, nil
+}
+
 // Digest returns the hex sha256 of the compressed bytes read so far; once
 // Next has returned io.EOF, that is the digest of the whole stream.
 func (r *Reader) Digest() string { return r.src.digest() }
@@ -200,6 +222,7 @@ func (r *Reader) Next() (*Item, error) {
 		it := r.tail[0]
 		r.tail = r.tail[1:]
 		r.copies--
+		r.copyOnly++
 		r.grs[it.GroupResource()].items++
 		it.Ordinal = r.ordinal
 		r.ordinal++
@@ -307,6 +330,25 @@ func (r *Reader) readItem(name string, hdr *tar.Header) (*Item, error) {
 			gi.dirs = append(gi.dirs, strings.Clone(ip.dir))
 		}
 		bit = 1 << (i + 1)
+	}
+
+	if r.verified {
+		if ip.dir != "" {
+			r.copies++
+			return nil, nil // a copy: Validate proved its item is there
+		}
+		body, err := r.readBody(hdr, nil)
+		if err != nil {
+			return nil, err
+		}
+		it, err := r.decode(name, hdr, ip, body, true)
+		if err != nil {
+			return nil, err
+		}
+		gi.items++
+		it.Ordinal = r.ordinal
+		r.ordinal++
+		return it, nil
 	}
 
 	r.keyBuf = append(append(append(append(append(r.keyBuf[:0], ip.gr...), 0), ip.namespace...), 0), ip.name...)

@@ -16,6 +16,9 @@ type Summary struct {
 	ByResource map[string]int64
 	// FormatVersion is the content of metadata/version, e.g. "1.1.0".
 	FormatVersion string
+	// CopyOnlyItems counts items that exist only as versioned copies (no
+	// unversioned entry). Velero writes none; NewVerifiedReader needs none.
+	CopyOnlyItems int64
 }
 
 // Validate reads the whole tarball, checking everything Reader checks, and
@@ -39,6 +42,7 @@ func Validate(r io.Reader, lim Limits) (*Summary, error) {
 		s.ByResource[it.GroupResource()]++
 	}
 	s.Copies = rd.copies
+	s.CopyOnlyItems = rd.copyOnly
 	s.Digest = rd.Digest()
 	s.FormatVersion = rd.version
 	return s, nil

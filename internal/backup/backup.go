@@ -26,6 +26,9 @@ type Spec struct {
 	Digest string `json:"digest"`
 	// Items is the number of unique items in the tarball.
 	Items int64 `json:"items"`
+	// CopyOnlyItems counts items present only as versioned copies; when
+	// zero the deletion pipeline streams without per-item state.
+	CopyOnlyItems int64 `json:"copyOnlyItems,omitempty"`
 	// TTL is how long the backup lives after creation; zero: forever.
 	TTL       Duration   `json:"ttl,omitzero"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`

@@ -132,7 +132,7 @@ func (a *app) createBackup(ctx context.Context, res *catalog.Resource, spec back
 		return fmt.Errorf("storing tarball: %w", err)
 	}
 	now := time.Now().UTC()
-	spec.StorageKey, spec.Size, spec.Digest, spec.Items = key, fi.Size(), sum.Digest, sum.Items
+	spec.StorageKey, spec.Size, spec.Digest, spec.Items, spec.CopyOnlyItems = key, fi.Size(), sum.Digest, sum.Items, sum.CopyOnlyItems
 	if spec.TTL > 0 {
 		exp := now.Add(time.Duration(spec.TTL))
 		spec.ExpiresAt = &exp

@@ -116,7 +116,7 @@ func (a *app) sync(ctx context.Context, dryRun bool) ([]syncResult, error) {
 			}
 			b := &backup.Backup{
 				Resource: &catalog.Resource{Kind: backup.Kind, Name: name, Annotations: map[string]string{"lethe.io/imported-from": o.Key}},
-				Spec:     backup.Spec{StorageKey: o.Key, Size: o.Size, Digest: sum.Digest, Items: sum.Items},
+				Spec:     backup.Spec{StorageKey: o.Key, Size: o.Size, Digest: sum.Digest, Items: sum.Items, CopyOnlyItems: sum.CopyOnlyItems},
 			}
 			if err := b.Encode(); err != nil {
 				return nil, err

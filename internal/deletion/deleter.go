@@ -277,7 +277,7 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 		}
 		return rc, nil
 	}
-	if b.Spec.Digest != "" && b.Spec.Items > 0 {
+	if b.Spec.Digest != "" {
 		rc, err := open()
 		if err != nil {
 			return nil, err
@@ -289,7 +289,7 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 			return nil, fmt.Errorf("backup %s: reading tarball: %w", b.Name(), err)
 		}
 		if hex.EncodeToString(h.Sum(nil)) == b.Spec.Digest {
-			return &archive.Summary{Items: b.Spec.Items, Digest: b.Spec.Digest}, nil
+			return &archive.Summary{Items: b.Spec.Items, Digest: b.Spec.Digest, CopyOnlyItems: b.Spec.CopyOnlyItems}, nil
 		}
 		d.log.Warn("tarball differs from the one validated at create time; validating it in full", "backup", b.Name())
 	}
@@ -303,4 +303,24 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 		return nil, fmt.Errorf("backup %s: tarball rejected: %w", b.Name(), err)
 	}
 	return sum, nil
+}
+
+// openItems opens the tarball for the pass that feeds plugins. A tarball
+// Validate accepted with no copy-only items is read without per-item
+// state, so memory stays flat whatever its size.
+func (d *Deleter) openItems(ctx context.Context, b *backup.Backup, sum *archive.Summary) (*archive.Reader, func(), error) {
+	rc, err := d.cfg.Blobs.Open(ctx, b.Spec.StorageKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	open := archive.NewReader
+	if sum.CopyOnlyItems == 0 {
+		open = archive.NewVerifiedReader
+	}
+	ar, err := open(rc, d.cfg.Limits)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return ar, func() { ar.Close(); rc.Close() }, nil
 }

@@ -133,7 +133,7 @@ func (e *env) addRawBackup(name string, tarball []byte, annotations map[string]s
 	e.t.Helper()
 	spec := backup.Spec{StorageKey: backup.StorageKey(name), Size: int64(len(tarball))}
 	if sum, err := archive.Validate(bytes.NewReader(tarball), archive.Limits{}); err == nil {
-		spec.Digest, spec.Items = sum.Digest, sum.Items
+		spec.Digest, spec.Items, spec.CopyOnlyItems = sum.Digest, sum.Items, sum.CopyOnlyItems
 	}
 	require.NoError(e.t, e.blobs.Put(e.ctx, spec.StorageKey, bytes.NewReader(tarball)))
 	b := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: name, Annotations: annotations}, Spec: spec}
@@ -417,4 +417,29 @@ func TestTarballSwappedAfterCreateIsValidatedAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, catalog.PhaseActive, r.Phase)
 	require.Empty(t, e.lines())
+}
+
+// TestItemOnlyInAVersionDirectoryIsDelivered: a tarball whose item exists
+// only as a preferred-version copy must not lose that item on the fast,
+// stateless read path.
+func TestItemOnlyInAVersionDirectoryIsDelivered(t *testing.T) {
+	e := newEnv(t)
+	pod := func(name string) []byte {
+		return []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + name + `","namespace":"ns"}}`)
+	}
+	var buf bytes.Buffer
+	require.NoError(t, archivetest.WriteEntries(&buf, []archivetest.Entry{
+		{Name: "metadata/version", Body: []byte("1.1.0")},
+		{Name: "resources/pods/namespaces/ns/plain.json", Body: pod("plain")},
+		{Name: "resources/pods/v1-preferredversion/namespaces/ns/plain.json", Body: pod("plain")},
+		{Name: "resources/pods/v1-preferredversion/namespaces/ns/only-copy.json", Body: pod("only-copy")},
+	}, archivetest.Gzip))
+	e.addRawBackup("odd", buf.Bytes(), nil)
+
+	rep, err := e.del.Delete(e.ctx, "odd", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	require.EqualValues(t, 2, rep.TotalItems)
+	require.Contains(t, e.lines(), pluginA+"\tpods/ns/only-copy")
+	require.Contains(t, e.lines(), pluginA+"\tpods/ns/plain")
 }

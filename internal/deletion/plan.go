@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/lethehq/lethe/internal/archive"
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 )
@@ -91,16 +90,12 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		return nil, err
 	}
 
-	rc, err := d.cfg.Blobs.Open(ctx, b.Spec.StorageKey)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	ar, err := archive.NewReader(rc, d.cfg.Limits)
+	ar, closeItems, err := d.openItems(ctx, b, sum)
 	if err != nil {
 		p.Rejected = err.Error()
 		return p, nil
 	}
+	defer closeItems()
 	m := newMatcher(infos)
 	for {
 		it, err := ar.Next()

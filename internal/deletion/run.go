@@ -243,15 +243,11 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 		prior[priorRows[i].Ordinal] = &priorRows[i]
 	}
 
-	rc, err := d.cfg.Blobs.Open(ctx, b.Spec.StorageKey)
+	ar, closeItems, err := d.openItems(ctx, b, sum)
 	if err != nil {
 		return false, err
 	}
-	defer rc.Close()
-	ar, err := archive.NewReader(rc, d.cfg.Limits)
-	if err != nil {
-		return false, err
-	}
+	defer closeItems()
 
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
