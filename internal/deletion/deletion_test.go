@@ -18,6 +18,7 @@ import (
 	"github.com/lethehq/lethe/internal/archive/archivetest"
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/blobstore"
+	"github.com/lethehq/lethe/internal/blobstore/s3test"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/catalog/drivers"
 	"github.com/lethehq/lethe/internal/deletion"
@@ -69,6 +70,13 @@ type env struct {
 // recorder plugin running as a subprocess.
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWithStorage(t, "")
+}
+
+// newEnvWithStorage is newEnv with the backup storage at storageURL (a
+// file:// folder in the test's temp dir when empty).
+func newEnvWithStorage(t *testing.T, storageURL string) *env {
+	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, ctx: context.Background(), record: filepath.Join(dir, "record.tsv"), blockDir: filepath.Join(dir, "locks"), now: time.Now().UTC()}
 	require.NoError(t, os.MkdirAll(e.blockDir, 0o750))
@@ -80,7 +88,10 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { _ = st.Close() })
 	e.store = st
 
-	bl, err := blobstore.Open(e.ctx, "file://"+filepath.Join(dir, "storage"))
+	if storageURL == "" {
+		storageURL = "file://" + filepath.Join(dir, "storage")
+	}
+	bl, err := blobstore.Open(e.ctx, storageURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = bl.Close() })
 	e.blobs = bl
@@ -442,4 +453,27 @@ func TestItemOnlyInAVersionDirectoryIsDelivered(t *testing.T) {
 	require.EqualValues(t, 2, rep.TotalItems)
 	require.Contains(t, e.lines(), pluginA+"\tpods/ns/only-copy")
 	require.Contains(t, e.lines(), pluginA+"\tpods/ns/plain")
+}
+
+// TestDeleteFromS3Storage runs a deletion, with a blocked item and a
+// resume, against a real S3 server (versitygw on loopback).
+func TestDeleteFromS3Storage(t *testing.T) {
+	e := newEnvWithStorage(t, s3test.Start(t))
+	require.True(t, strings.HasPrefix(e.blobs.URL(), "s3://"), e.blobs.URL())
+	e.addBackup("nightly", items(60), archivetest.Options{PreferredVersionCopies: true}, nil)
+	lock := filepath.Join(e.blockDir, "item-8.lock")
+	require.NoError(t, os.WriteFile(lock, nil, 0o600))
+
+	rep, err := e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result)
+	_, err = e.blobs.Stat(e.ctx, backup.StorageKey("nightly"))
+	require.NoError(t, err, "the tarball stays in S3 while an item is blocked")
+
+	require.NoError(t, os.Remove(lock))
+	rep, err = e.del.Delete(e.ctx, "nightly", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	e.requirePurged("nightly")
+	require.Len(t, e.lines(), 60*2+20)
 }
