@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/archive/archivetest"
+)
+
+// run runs the CLI in process with its own home and the given stdin.
+func run(t *testing.T, home string, interactive bool, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := map[string]string{"LETHE_HOME": home}
+	code := Run(context.Background(), args, Streams{
+		In: strings.NewReader(stdin), Out: &out, Err: &errb,
+		Getenv:        func(k string) string { return env[k] },
+		InteractiveIn: interactive,
+	}, nil)
+	return code, out.String(), errb.String()
+}
+
+func newHome(t *testing.T) (home, tarball string) {
+	t.Helper()
+	dir := t.TempDir()
+	tarball = filepath.Join(dir, "b.tar.gz")
+	f, err := os.Create(tarball)
+	require.NoError(t, err)
+	require.NoError(t, archivetest.WriteN(f, 12, 100))
+	require.NoError(t, f.Close())
+	return filepath.Join(dir, "home"), tarball
+}
+
+func TestDeleteAsksOnATerminalAndRefusesWithoutOne(t *testing.T) {
+	home, tarball := newHome(t)
+	code, _, stderr := run(t, home, false, "", "backup", "create", "b1", "--from", tarball)
+	require.Equal(t, 0, code, stderr)
+
+	// No terminal, no --yes: refused, nothing changes.
+	code, _, stderr = run(t, home, false, "", "backup", "delete", "b1")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "pass --yes")
+
+	// A terminal, answered "n": nothing changes.
+	code, _, stderr = run(t, home, true, "n\n", "backup", "delete", "b1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "Delete backup b1 (12 items")
+	require.Contains(t, stderr, "Nothing deleted.")
+	code, out, _ := run(t, home, false, "", "backup", "list")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "b1")
+
+	// Answered "y": deleted (no plugins installed: items settle at once).
+	code, out, stderr = run(t, home, true, "y\n", "backup", "delete", "b1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "backup b1 deleted")
+	_, out, _ = run(t, home, false, "", "backup", "list")
+	require.Contains(t, out, "No backups")
+}
+
+func TestErrorsAreOneLine(t *testing.T) {
+	home, _ := newHome(t)
+	for _, args := range [][]string{
+		{"backup", "get", "nope"},
+		{"backup", "create", "Bad_Name", "--from", "x"},
+		{"backup", "create", "ok", "--from", "/does/not/exist"},
+		{"backup", "create", "ok", "--from", "x", "--ttl", "soon"},
+		{"backup", "list", "-o", "xml"},
+		{"audit", "--since", "yesterday"},
+		{"backup", "delete", "nope", "--yes"},
+	} {
+		code, _, stderr := run(t, home, false, "", args...)
+		require.NotEqual(t, 0, code, "%v", args)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		require.True(t, strings.HasPrefix(lines[0], "Error: "), "%v: %q", args, stderr)
+		require.LessOrEqual(t, len(lines), 2, "%v: %q", args, stderr)
+		if len(lines) == 2 {
+			require.Contains(t, lines[1], "--help", "%v", args)
+		}
+	}
+}
