@@ -1,6 +1,7 @@
 package pluginhost
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -224,4 +225,31 @@ func TestShortSocketDirWithLongTMPDIR(t *testing.T) {
 	h := newHost(t, &Config{Dir: dir})
 	got := run(t, h, "noop", SessionOptions{}, "a")
 	require.Equal(t, plugin.OutcomeDone, got[1].Outcome)
+}
+
+// TestHungItemDoesNotBlockAnotherBackup: while one backup's item hangs in
+// a plugin (and its timeout is far away), another backup's deletion through
+// the same plugin proceeds.
+func TestHungItemDoesNotBlockAnotherBackup(t *testing.T) {
+	dir := pluginDir(t)
+	addScript(t, dir, "test", "-names=lethe.io/test", "-state="+t.TempDir())
+	h := newHost(t, &Config{Dir: dir, ItemTimeout: time.Hour, KillGrace: 100 * time.Millisecond})
+	ctx := context.Background()
+
+	hung, err := h.OpenSession(ctx, "test", plugin.Backup{Name: "stuck"}, SessionOptions{})
+	require.NoError(t, err)
+	defer hung.Close()
+	require.NoError(t, hung.Send(ctx, Item{ID: 1, Item: plugin.Item{
+		Version: "v1", Resource: "configmaps", Namespace: "ns", Name: "hang", Object: []byte(`{"metadata":{"name":"hang"}}`),
+	}}))
+
+	got := run(t, h, "test", SessionOptions{}, names(200, func(int) string { return "ok" })...)
+	for id, r := range got {
+		require.Equal(t, plugin.OutcomeDone, r.Outcome, "item %d of the other backup", id)
+	}
+	select {
+	case r := <-hung.Results():
+		t.Fatalf("the hung item should still be in flight, got %+v", r)
+	default:
+	}
 }
