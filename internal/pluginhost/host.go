@@ -362,7 +362,11 @@ func (b *binary) discover() ([]Info, error) {
 func (b *binary) describe(ctx context.Context, p *proc) ([]Info, error) {
 	list, err := p.stubs.Info.ListPlugins(ctx, &pluginv1.ListPluginsRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("plugin binary %s: ListPlugins: %s", b.path, status.Convert(err).Message())
+		msg := status.Convert(err).Message()
+		if strings.Contains(msg, "does not look like a TLS handshake") {
+			return nil, fmt.Errorf("plugin binary %s does not serve TLS: it does not speak Lethe's automatic mTLS (LETHE_PLUGIN_MTLS); rebuild it against a current pkg/plugin (see docs/plugin-authoring.md)", b.path)
+		}
+		return nil, fmt.Errorf("plugin binary %s: ListPlugins: %s", b.path, msg)
 	}
 	var infos []Info
 	var errs []error
