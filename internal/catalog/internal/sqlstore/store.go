@@ -216,7 +216,14 @@ func (s *Store) CreateBatch(ctx context.Context, rs []*catalog.Resource) ([]*cat
 		seen[in.Key()] = true
 		r := clone(in)
 		if r.UID == "" {
-			r.UID = uuid.NewString()
+			// Time-ordered (v7) UIDs keep the uid indexes' inserts at
+			// their right edge: random v4 UIDs made a 1M-row load
+			// several times slower once the indexes outgrew the cache.
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, err
+			}
+			r.UID = id.String()
 		}
 		r.Phase = catalog.PhaseActive
 		r.DeletionDueAt, r.DeletionTimestamp, r.PropagationPolicy = nil, nil, ""
