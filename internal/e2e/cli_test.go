@@ -81,13 +81,7 @@ func TestBadInput(t *testing.T) {
 
 // TestUnknownSubcommand: an unknown subcommand of a command group is bad
 // input like any other (DESIGN §7.3).
-//
-// BUG (open, kept failing on purpose: the fix is small): `lethe backup
-// frobnicate` and `lethe plugin frobnicate` print the group's help on
-// stdout and exit 0. Cobra runs a non-runnable parent with arbitrary args
-// as "show help"; the groups in internal/cli/backup.go (newBackupCmd) and
-// internal/cli/plugin.go need Args/RunE that return a usage error for an
-// unknown subcommand.
+// (They used to print the group's help and exit 0.)
 func TestUnknownSubcommand(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
