@@ -187,52 +187,71 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 	if err != nil {
 		return nil, err
 	}
-	r := b.Resource
-	if r.Phase != catalog.PhaseDeleting {
+	if b.Resource.Phase != catalog.PhaseDeleting {
 		if _, err := d.validate(ctx, b); err != nil {
 			return nil, err
 		}
 	}
-	actor := cmp.Or(opts.Actor, "cli")
-	switch r.Phase {
-	case catalog.PhaseActive:
-		delay := opts.DefaultDelay
-		if opts.Delay != nil {
-			delay = *opts.Delay
-		} else if delay, err = backup.DeletionDelay(r, opts.DefaultDelay); err != nil {
-			return nil, err
-		}
-		if delay > 0 && !opts.Force {
-			r, err = d.cfg.Store.Schedule(ctx, r.Key(), catalog.ScheduleOptions{
-				Delay: delay, Actor: actor, Reason: cmp.Or(opts.Reason, "deletion requested"),
-			})
-			if err != nil {
+	// Another process may move the backup between our read and our write
+	// (two deletes started together): the catalog refuses the stale
+	// transition, and we look again.
+	for attempt := 1; ; attempt++ {
+		rep, err := d.request(ctx, b, opts)
+		if errors.Is(err, catalog.ErrInvalidTransition) && attempt < 3 {
+			if b, err = d.get(ctx, name); err != nil {
 				return nil, err
 			}
-			return &Report{Backup: name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, nil
+			continue
 		}
-	case catalog.PhaseScheduled:
-		if !opts.Force && r.DeletionDueAt != nil && d.now().Before(*r.DeletionDueAt) {
-			return &Report{Backup: name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, nil
+		if err != nil || rep != nil {
+			return rep, err
 		}
+		break
 	}
-	if r.Phase != catalog.PhaseDeleting {
-		if _, err := d.cfg.Store.Delete(ctx, r.Key(), catalog.DeleteOptions{
-			Finalizers: []string{catalog.FinalizerDeleteActions},
-			Force:      opts.Force,
-			Actor:      actor,
-			Reason:     cmp.Or(opts.Reason, "deletion requested"),
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := d.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: d.now()}); err != nil {
+	if _, err := d.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: b.Resource.UID, RunAt: d.now()}); err != nil {
 		return nil, err
 	}
 	if opts.Async {
 		return &Report{Backup: name, Result: ResultQueued}, nil
 	}
 	return d.Run(ctx, name, opts)
+}
+
+// request moves the backup on: to Scheduled when it has a grace window
+// (the returned report says so), or to Deleting (nil report: run it).
+func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (*Report, error) {
+	r := b.Resource
+	actor := cmp.Or(opts.Actor, "cli")
+	reason := cmp.Or(opts.Reason, "deletion requested")
+	switch r.Phase {
+	case catalog.PhaseDeleting:
+		return nil, nil
+	case catalog.PhaseActive:
+		delay := opts.DefaultDelay
+		if opts.Delay != nil {
+			delay = *opts.Delay
+		} else {
+			var err error
+			if delay, err = backup.DeletionDelay(r, opts.DefaultDelay); err != nil {
+				return nil, err
+			}
+		}
+		if delay > 0 && !opts.Force {
+			r, err := d.cfg.Store.Schedule(ctx, r.Key(), catalog.ScheduleOptions{Delay: delay, Actor: actor, Reason: reason})
+			if err != nil {
+				return nil, err
+			}
+			return &Report{Backup: r.Name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, nil
+		}
+	case catalog.PhaseScheduled:
+		if !opts.Force && r.DeletionDueAt != nil && d.now().Before(*r.DeletionDueAt) {
+			return &Report{Backup: r.Name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, nil
+		}
+	}
+	_, err := d.cfg.Store.Delete(ctx, r.Key(), catalog.DeleteOptions{
+		Finalizers: []string{catalog.FinalizerDeleteActions}, Force: opts.Force, Actor: actor, Reason: reason,
+	})
+	return nil, err
 }
 
 // Undelete cancels a scheduled deletion.
@@ -277,6 +296,7 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 		}
 		return rc, nil
 	}
+	changed := false
 	if b.Spec.Digest != "" {
 		rc, err := open()
 		if err != nil {
@@ -291,7 +311,8 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 		if hex.EncodeToString(h.Sum(nil)) == b.Spec.Digest {
 			return &archive.Summary{Items: b.Spec.Items, Digest: b.Spec.Digest, CopyOnlyItems: b.Spec.CopyOnlyItems}, nil
 		}
-		d.log.Warn("tarball differs from the one validated at create time; validating it in full", "backup", b.Name())
+		d.log.Info("tarball differs from the one validated at create time; validating it in full", "backup", b.Name())
+		changed = true
 	}
 	rc, err := open()
 	if err != nil {
@@ -300,7 +321,10 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 	defer rc.Close()
 	sum, err := archive.Validate(rc, d.cfg.Limits)
 	if err != nil {
-		return nil, fmt.Errorf("backup %s: tarball rejected: %w", b.Name(), err)
+		if changed {
+			return nil, fmt.Errorf("backup %s: the stored tarball changed since it was registered: %w", b.Name(), err)
+		}
+		return nil, fmt.Errorf("backup %s: %w", b.Name(), err)
 	}
 	return sum, nil
 }

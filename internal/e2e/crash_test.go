@@ -278,13 +278,6 @@ func TestNoDoubleRun(t *testing.T) {
 		e.requirePurged("busy")
 	})
 	t.Run("started together", func(t *testing.T) {
-		if !knownBugs {
-			t.Skip("BUG (open): two deletes started together from Active race on the Active→Deleting transition; " +
-				"the loser prints 'Error: Backup/NAME: cannot go from Deleting to Deleting: already Deleting' " +
-				"instead of the lease holder (internal/deletion/deleter.go Delete: Store.Delete's ErrInvalidTransition " +
-				"is returned when another process moved the backup to Deleting first; it should go on to Enqueue and Run). " +
-				"Set LETHE_E2E_KNOWN_BUGS=1 to run this test.")
-		}
 		t.Parallel()
 		const n, procs = 50, 3
 		e := newEnv(t, pluginGate)

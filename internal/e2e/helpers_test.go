@@ -48,10 +48,6 @@ const (
 // cmdTimeout bounds every lethe process a test runs.
 const cmdTimeout = 90 * time.Second
 
-// knownBugs runs the tests that document open product bugs; they are
-// skipped otherwise so that the suite stays green (see the skip messages).
-var knownBugs = os.Getenv("LETHE_E2E_KNOWN_BUGS") != ""
-
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
