@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -421,21 +423,65 @@ func (s *Store) queryResources(ctx context.Context, q Querier, sql string, args 
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
-	defer rows.Close()
-	var out []*catalog.Resource
+	var docs []string
 	for rows.Next() {
 		var doc string
 		if err := rows.Scan(&doc); err != nil {
+			rows.Close()
 			return nil, s.mapErr(err)
 		}
-		r, err := decodeResource(doc)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
+		docs = append(docs, doc)
 	}
-	return out, s.mapErr(rows.Err())
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.mapErr(err)
+	}
+	return decodeResources(docs)
 }
+
+// decodeResources decodes documents, in parallel for large results (JSON
+// decoding is most of the cost of a 10k-dependent lookup).
+func decodeResources(docs []string) ([]*catalog.Resource, error) {
+	out := make([]*catalog.Resource, len(docs))
+	workers := min(runtime.GOMAXPROCS(0), len(docs)/parallelDecodeMin)
+	if workers <= 1 {
+		for i, d := range docs {
+			r, err := decodeResource(d)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	var (
+		wg   sync.WaitGroup
+		errs = make([]error, workers)
+	)
+	chunk := (len(docs) + workers - 1) / workers
+	for w := range workers {
+		lo, hi := w*chunk, min((w+1)*chunk, len(docs))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				r, err := decodeResource(docs[i])
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				out[i] = r
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+const parallelDecodeMin = 512
 
 // errNoop rolls back a mutation that turned out to change nothing.
 var errNoop = errors.New("no-op")
