@@ -26,15 +26,22 @@ type Store interface {
 	// Deleting resource.
 	Update(ctx context.Context, r *Resource) (*Resource, error)
 
-	// Schedule: Active → Scheduled, due at now+Delay.
+	// Schedule: Active → Scheduled, due at now+Delay; sets the
+	// lethe.io/deletion-scheduled-at annotation to now (RFC 3339).
 	Schedule(ctx context.Context, k Key, opts ScheduleOptions) (*Resource, error)
-	// Undelete: Scheduled → Active.
+	// Undelete: Scheduled → Active (also after the delay expired, as long
+	// as the resource has not entered Deleting); clears the annotation.
 	Undelete(ctx context.Context, k Key, actor, reason string) (*Resource, error)
-	// Delete: Active or Scheduled → Deleting (irreversible).
+	// Delete: Active or Scheduled → Deleting (irreversible). Sets the
+	// deletion timestamp and adds opts.Finalizers; the propagation policy
+	// is opts' (else Schedule's, else Foreground).
 	Delete(ctx context.Context, k Key, opts DeleteOptions) (*Resource, error)
-	// RemoveFinalizer removes one finalizer of a Deleting resource.
+	// RemoveFinalizer removes one finalizer of a Deleting resource
+	// (*TransitionError in other phases). Removing an absent finalizer
+	// is a no-op that returns the resource unchanged.
 	RemoveFinalizer(ctx context.Context, k Key, finalizer, actor string) (*Resource, error)
-	// Purge: Deleting with no finalizers → gone, leaving a Tombstone.
+	// Purge: Deleting with no finalizers → gone, leaving a Tombstone. Only
+	// a Deleting resource can be purged; Force skips remaining finalizers.
 	Purge(ctx context.Context, k Key, opts PurgeOptions) error
 	// DueScheduled returns Scheduled resources due at or before t, oldest
 	// first, from an index.
@@ -52,16 +59,19 @@ type Store interface {
 	// Enqueue adds a work item, or returns the existing one for the same
 	// (queue, key).
 	Enqueue(ctx context.Context, w WorkItem) (*WorkItem, error)
-	// Claim leases up to limit due, unleased (or lease-expired) items.
+	// Claim leases up to limit due, unleased (or lease-expired) items;
+	// each claim increments Attempts.
 	Claim(ctx context.Context, queue, holder string, ttl time.Duration, limit int) ([]*WorkItem, error)
 	// ClaimKey leases one item by key; *LeaseHeldError if another holder
 	// has a live lease, ErrNotFound if there is no such item.
 	ClaimKey(ctx context.Context, queue, key, holder string, ttl time.Duration) (*WorkItem, error)
-	// Renew extends a lease; ErrLeaseLost if holder no longer holds it.
+	// Renew extends a live lease; ErrLeaseLost if holder no longer holds
+	// it or it has expired.
 	Renew(ctx context.Context, id int64, holder string, ttl time.Duration) (*WorkItem, error)
 	// Release gives a lease up, setting the next run time and last error.
 	Release(ctx context.Context, id int64, holder string, runAt time.Time, lastErr string) error
-	// Complete removes a finished work item.
+	// Complete removes a finished work item. Release and Complete fail
+	// with ErrLeaseLost only if another holder has taken the item over.
 	Complete(ctx context.Context, id int64, holder string) error
 	GetWork(ctx context.Context, queue, key string) (*WorkItem, error)
 	ListWork(ctx context.Context, queue string) ([]*WorkItem, error)
@@ -79,6 +89,8 @@ type Store interface {
 	DeleteProgress(ctx context.Context, uid string) error
 
 	AppendAudit(ctx context.Context, e AuditEntry) error
+	// ListAudit returns matching entries oldest first; with f.Limit, the
+	// newest f.Limit of them (still oldest first).
 	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 
 	Close() error

@@ -209,6 +209,39 @@ func RunCrossProcessClaims(t *testing.T, tg Target) {
 	for i, h := range holders {
 		procs[i] = startHelper(t, tg, "claim", envHolder+"="+h)
 	}
+	// Sample the table while the helpers race: once an item has a holder,
+	// it never shows another one (the leases outlive the race).
+	stop := make(chan struct{})
+	sampled := make(chan error, 1)
+	go func() {
+		first := map[string]string{}
+		rounds := 0
+		for {
+			items, err := s.ListWork(ctx, claimQueue)
+			if err != nil {
+				sampled <- err
+				return
+			}
+			rounds++
+			for _, w := range items {
+				if w.Holder == "" {
+					continue
+				}
+				if prev, ok := first[w.Key]; ok && prev != w.Holder {
+					sampled <- fmt.Errorf("%s held by %s, then by %s", w.Key, prev, w.Holder)
+					return
+				}
+				first[w.Key] = w.Holder
+			}
+			select {
+			case <-stop:
+				t.Logf("sampled the holders %d times during the race", rounds)
+				sampled <- nil
+				return
+			default:
+			}
+		}
+	}()
 	for _, p := range procs {
 		p.send(t, "go")
 	}
@@ -225,6 +258,8 @@ func RunCrossProcessClaims(t *testing.T, tg Target) {
 			claimed[i] = append(claimed[i], k)
 		}
 	}
+	close(stop)
+	require.NoError(t, <-sampled)
 	t.Logf("claims: %s %d, %s %d", holders[0], len(claimed[0]), holders[1], len(claimed[1]))
 	require.Len(t, owner, n, "every item claimed")
 	items, err := s.ListWork(ctx, claimQueue)
