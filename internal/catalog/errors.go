@@ -22,6 +22,9 @@ var (
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
 	// ErrInvalid: the input is malformed (bad name, selector, JSON).
 	ErrInvalid = errors.New("invalid input")
+	// ErrClosed: the store was closed (e.g. the Err of a subscription
+	// that Store.Close ended).
+	ErrClosed = errors.New("catalog store closed")
 )
 
 // TransitionError is returned for an illegal lifecycle change.

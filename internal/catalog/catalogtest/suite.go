@@ -76,6 +76,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ConcurrentClaims", func(t *testing.T) { testConcurrentClaims(t, newStore) })
 	t.Run("ChangeFeed", func(t *testing.T) { testChangeFeed(t, newStore) })
 	t.Run("ChangeFeedConcurrentWriters", func(t *testing.T) { testFeedConcurrent(t, newStore) })
+	t.Run("CloseEndsSubscriptions", func(t *testing.T) { testCloseEndsSubscriptions(t, newStore) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, newStore) })
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, newStore) })
 }
@@ -830,6 +831,21 @@ func testFeedConcurrent(t *testing.T, newStore NewStoreFunc) {
 	for i := 1; i < len(evs); i++ {
 		require.Equal(t, evs[i-1].Version+1, evs[i].Version)
 	}
+}
+
+func testCloseEndsSubscriptions(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	f.create(t, res("K", "", "a", nil))
+	sub, err := f.s.Watch(f.ctx, catalog.WatchOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.s.Close())
+	for range sub.Events() { // must end: Close ends the subscription
+	}
+	require.ErrorIs(t, sub.Err(), catalog.ErrClosed)
+	require.NoError(t, sub.Close())
+	require.NoError(t, f.s.Close(), "closing twice is fine")
+	_, err = f.s.Watch(f.ctx, catalog.WatchOptions{})
+	require.ErrorIs(t, err, catalog.ErrClosed)
 }
 
 func testAudit(t *testing.T, newStore NewStoreFunc) {

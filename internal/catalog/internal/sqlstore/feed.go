@@ -22,14 +22,24 @@ func (s *Store) CurrentVersion(ctx context.Context) (int64, error) {
 // (a NOTIFY on PostgreSQL, an in-process commit or a poll tick on SQLite),
 // so it delivers every change after FromVersion exactly once, in order.
 func (s *Store) Watch(ctx context.Context, opts catalog.WatchOptions) (catalog.Subscription, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	if err := context.Cause(s.closing); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.closing, func() { cancel(context.Cause(s.closing)) })
 	l, err := s.b.Listen(ctx)
 	if err != nil {
-		cancel()
+		stop()
+		cancel(nil)
 		return nil, s.mapErr(err)
 	}
-	sub := &subscription{ch: make(chan catalog.Event, feedBatch), cancel: cancel, done: make(chan struct{})}
-	go sub.run(ctx, s, l, opts)
+	sub := &subscription{ch: make(chan catalog.Event, feedBatch), cancel: func() { cancel(nil) }, done: make(chan struct{})}
+	s.subs.Add(1)
+	go func() {
+		defer s.subs.Done()
+		defer stop()
+		sub.run(ctx, s, l, opts)
+	}()
 	return sub, nil
 }
 
@@ -60,6 +70,13 @@ func (sub *subscription) run(ctx context.Context, s *Store, l Listener, opts cat
 	defer close(sub.done)
 	defer close(sub.ch)
 	defer l.Close()
+	defer func() {
+		if cause := context.Cause(ctx); errors.Is(cause, catalog.ErrClosed) {
+			sub.mu.Lock()
+			sub.err = cause
+			sub.mu.Unlock()
+		}
+	}()
 	last := opts.FromVersion
 	fail := func(err error) {
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {

@@ -28,20 +28,37 @@ type Store struct {
 	now    func() time.Time
 	logger hclog.Logger
 	poll   time.Duration
+
+	// closing ends every subscription when the store closes.
+	closing   context.Context
+	closeAll  context.CancelCauseFunc
+	subs      sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var _ catalog.Store = (*Store)(nil)
 
 // New returns a Store. cfg must have defaults filled.
 func New(b Backend, cfg *catalog.Config) *Store {
-	return &Store{b: b, d: b.Dialect(), now: cfg.Now, logger: cfg.Logger, poll: cfg.PollInterval}
+	closing, closeAll := context.WithCancelCause(context.Background())
+	return &Store{b: b, d: b.Dialect(), now: cfg.Now, logger: cfg.Logger, poll: cfg.PollInterval,
+		closing: closing, closeAll: closeAll}
 }
 
 // Backend returns the store's backend (for driver tests).
 func (s *Store) Backend() Backend { return s.b }
 
-// Close closes the backend.
-func (s *Store) Close() error { return s.b.Close() }
+// Close ends every subscription (their Err is catalog.ErrClosed), waits
+// for them, and closes the backend. Closing twice is a no-op.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeAll(catalog.ErrClosed)
+		s.subs.Wait()
+		s.closeErr = s.b.Close()
+	})
+	return s.closeErr
+}
 
 func (s *Store) clock() time.Time { return s.now().UTC() }
 
