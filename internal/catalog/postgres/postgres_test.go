@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/catalog/catalogtest"
+	"github.com/lethehq/lethe/internal/catalog/drivers"
 	"github.com/lethehq/lethe/internal/catalog/postgres"
 )
 
@@ -116,3 +118,40 @@ func migrated(t *testing.T) catalogtest.Target {
 func BenchmarkInsert(b *testing.B)     { catalogtest.BenchInsert(b, newStore) }
 func BenchmarkDependents(b *testing.B) { catalogtest.BenchDependents(b, newStore) }
 func BenchmarkClaims(b *testing.B)     { catalogtest.BenchClaims(b, newStore) }
+
+func TestAuditIsAppendOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testURL(t)
+	tg := migrated(t)
+	s, err := postgres.Open(ctx, url, &catalog.Config{Schema: tg.Schema})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.AppendAudit(ctx, catalog.AuditEntry{Actor: "a", Action: "x", Kind: "K", Name: "n"}))
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	audit := pgx.Identifier{tg.Schema, "audit"}.Sanitize()
+	_, err = conn.Exec(ctx, `UPDATE `+audit+` SET actor = 'mallory'`)
+	require.ErrorContains(t, err, "append-only")
+	_, err = conn.Exec(ctx, `DELETE FROM `+audit)
+	require.ErrorContains(t, err, "append-only")
+}
+
+func TestOpenByURL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testURL(t)
+	schema := testSchema(t, url)
+	for i, u := range []string{url, "postgresql" + strings.TrimPrefix(url, "postgres")} {
+		s, err := drivers.Open(ctx, u, &catalog.Config{Schema: schema})
+		require.NoError(t, err, u)
+		_, err = s.Create(ctx, &catalog.Resource{Kind: "K", Name: "n"})
+		if i == 0 {
+			require.NoError(t, err)
+		} else {
+			require.ErrorIs(t, err, catalog.ErrAlreadyExists, "the second open sees the first's data")
+		}
+		require.NoError(t, s.Close())
+	}
+}

@@ -68,3 +68,20 @@ func migrated(t *testing.T) catalogtest.Target {
 func BenchmarkInsert(b *testing.B)     { catalogtest.BenchInsert(b, newStore) }
 func BenchmarkDependents(b *testing.B) { catalogtest.BenchDependents(b, newStore) }
 func BenchmarkClaims(b *testing.B)     { catalogtest.BenchClaims(b, newStore) }
+
+func TestAuditIsAppendOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	s, err := sqlite.Open(ctx, path, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.AppendAudit(ctx, catalog.AuditEntry{Actor: "a", Action: "x", Kind: "K", Name: "n"}))
+	require.NoError(t, s.Close())
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`UPDATE audit SET actor = 'mallory'`)
+	require.ErrorContains(t, err, "append-only")
+	_, err = db.Exec(`DELETE FROM audit`)
+	require.ErrorContains(t, err, "append-only")
+}
