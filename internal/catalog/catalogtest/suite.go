@@ -900,7 +900,7 @@ func testCheckpoints(t *testing.T, newStore NewStoreFunc) {
 	f := setup(t, newStore)
 	_, _, err := f.s.LoadProgress(f.ctx, "bk")
 	require.ErrorIs(t, err, catalog.ErrNotFound)
-	w, err := f.s.Enqueue(f.ctx, catalog.WorkItem{Queue: "deletions", Key: "bk"})
+	_, err = f.s.Enqueue(f.ctx, catalog.WorkItem{Queue: "deletions", Key: "bk"})
 	require.NoError(t, err)
 	_, err = f.s.ClaimKey(f.ctx, "deletions", "bk", "me", time.Minute)
 	require.NoError(t, err)
@@ -964,7 +964,6 @@ func testCheckpoints(t *testing.T, newStore NewStoreFunc) {
 	_, _, err = f.s.LoadProgress(f.ctx, "bk")
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 	require.NoError(t, f.s.DeleteProgress(f.ctx, "bk"), "deleting twice is fine")
-	_ = w
 }
 
 // RunSchemaTooNew checks that a database migrated by a newer binary is
@@ -985,4 +984,36 @@ func RunSchemaTooNew(t *testing.T, open func() (catalog.Store, error), bump func
 	require.ErrorIs(t, err, catalog.ErrSchemaTooNew)
 	assert.Contains(t, err.Error(), "upgrade Lethe")
 	assert.False(t, errors.Is(err, catalog.ErrNotFound))
+}
+
+// RunConcurrentOpen opens the same fresh database from several stores at
+// once (as several processes starting together would): migrations run
+// exactly once and every open succeeds.
+func RunConcurrentOpen(t *testing.T, open func() (catalog.Store, error)) {
+	const n = 6
+	stores := make([]catalog.Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			stores[i], errs[i] = open()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i], "open %d", i)
+	}
+	ctx := context.Background()
+	_, err := stores[0].Create(ctx, &catalog.Resource{Kind: "K", Name: "n"})
+	require.NoError(t, err)
+	for _, s := range stores {
+		_, err := s.Get(ctx, catalog.Key{Kind: "K", Name: "n"})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	}
 }

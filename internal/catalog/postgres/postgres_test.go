@@ -155,3 +155,12 @@ func TestOpenByURL(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 }
+
+func TestConcurrentOpen(t *testing.T) {
+	t.Parallel()
+	url := testURL(t)
+	schema := testSchema(t, url)
+	catalogtest.RunConcurrentOpen(t, func() (catalog.Store, error) {
+		return postgres.Open(context.Background(), url, &catalog.Config{Schema: schema})
+	})
+}

@@ -58,8 +58,10 @@ func Open(ctx context.Context, path string, cfg *catalog.Config) (catalog.Store,
 	common.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy))
 	common.Add("_pragma", "foreign_keys(1)")
 	wq := url.Values{"_txlock": {"immediate"}}
-	wq["_pragma"] = append(append([]string{"journal_mode(WAL)"}, common["_pragma"]...),
-		"synchronous(NORMAL)", "cache_size(-65536)") // 64 MiB page cache for the writer
+	// busy_timeout comes first so that switching to WAL waits for another
+	// process instead of failing with SQLITE_BUSY.
+	wq["_pragma"] = append(append([]string{}, common["_pragma"]...),
+		"journal_mode(WAL)", "synchronous(NORMAL)", "cache_size(-65536)") // 64 MiB page cache for the writer
 	writer, err := sql.Open("sqlite", "file:"+path+"?"+wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("catalog: sqlite: %w", err)

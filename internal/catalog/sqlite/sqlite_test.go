@@ -85,3 +85,9 @@ func TestAuditIsAppendOnly(t *testing.T) {
 	_, err = db.Exec(`DELETE FROM audit`)
 	require.ErrorContains(t, err, "append-only")
 }
+
+func TestConcurrentOpen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	catalogtest.RunConcurrentOpen(t, func() (catalog.Store, error) { return sqlite.Open(context.Background(), path, nil) })
+}

@@ -46,9 +46,6 @@ func New(b Backend, cfg *catalog.Config) *Store {
 		closing: closing, closeAll: closeAll}
 }
 
-// Backend returns the store's backend (for driver tests).
-func (s *Store) Backend() Backend { return s.b }
-
 // Close ends every subscription (their Err is catalog.ErrClosed), waits
 // for them, and closes the backend. Closing twice is a no-op.
 func (s *Store) Close() error {
