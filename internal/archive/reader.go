@@ -78,6 +78,8 @@ type Reader struct {
 
 	// verified skips duplicate tracking; see NewVerifiedReader.
 	verified bool
+	// noLabels leaves Item.Labels nil; see SkipLabels.
+	noLabels bool
 	copyOnly int64
 
 	entry   string // raw name of the current entry, for errors
@@ -167,6 +169,10 @@ func NewVerifiedReader(r io.Reader, lim Limits) (*Reader, error) {
 	rd.verified = true
 	return rd, nil
 }
+
+// SkipLabels makes Next leave Item.Labels nil, sparing a map per item, for
+// callers that do not look at labels. The JSON is checked all the same.
+func (r *Reader) SkipLabels() { r.noLabels = true }
 
 // Digest returns the hex sha256 of the compressed bytes read so far; once
 // Next has returned io.EOF, that is the digest of the whole stream.
@@ -474,7 +480,7 @@ func keyString(ip itemPath) string { return ip.gr + "/" + ip.namespace + "/" + i
 // decode parses body's metadata, checks it against the path and returns the
 // item, which owns body. Labels are decoded only when wanted.
 func (r *Reader) decode(name string, hdr *tar.Header, ip itemPath, body []byte, labels bool) (*Item, error) {
-	m, err := r.meta.parse(body, labels)
+	m, err := r.meta.parse(body, labels && !r.noLabels)
 	if err != nil {
 		return nil, &Error{Entry: hdr.Name, Kind: ErrInvalidJSON, Reason: "invalid JSON: " + oneLine(err.Error()), Err: err}
 	}

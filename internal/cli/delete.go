@@ -79,21 +79,25 @@ failed or blocked (the backup stays).`,
 		if err != nil {
 			return err
 		}
-		plan, err := del.Plan(ctx, name, opts)
-		if err != nil {
-			return err
-		}
-		if dryRun {
-			if *out != "table" {
-				return printStructured(a.s.Out, *out, plan)
+		// The plan is a full pass over the tarball: computed for --dry-run
+		// and for the question, not when --yes says there is none. Delete
+		// validates the tarball before changing anything either way.
+		var total int64
+		if dryRun || !yes {
+			plan, err := del.Plan(ctx, name, opts)
+			if err != nil {
+				return err
 			}
-			a.printPlan(plan)
-			return nil
-		}
-		if plan.Rejected != "" {
-			return errors.New(plan.Rejected)
-		}
-		if !yes {
+			if dryRun {
+				if *out != "table" {
+					return printStructured(a.s.Out, *out, plan)
+				}
+				a.printPlan(plan)
+				return nil
+			}
+			if plan.Rejected != "" {
+				return errors.New(plan.Rejected)
+			}
 			q := fmt.Sprintf("Delete backup %s (%d items, %s)?", name, plan.TotalItems, pluginSummary(plan))
 			if plan.DueAt != nil {
 				q = fmt.Sprintf("Schedule the deletion of backup %s for %s?", name, plan.DueAt.Local().Format(time.RFC3339))
@@ -106,8 +110,13 @@ failed or blocked (the backup stays).`,
 				fmt.Fprintln(a.s.Err, "Nothing deleted.")
 				return nil
 			}
+			total = plan.TotalItems
+		} else if r, err := a.store.Get(ctx, backup.Key(name)); err == nil {
+			if b, err := backup.FromResource(r); err == nil {
+				total = b.Spec.Items
+			}
 		}
-		bar := a.newProgress(plan.TotalItems)
+		bar := a.newProgress(total)
 		opts.Progress = bar.update
 		rep, err := del.Delete(ctx, name, opts)
 		bar.finish()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -345,6 +346,11 @@ func (d *Deleter) openItems(ctx context.Context, b *backup.Backup, sum *archive.
 	if err != nil {
 		rc.Close()
 		return nil, nil, err
+	}
+	if !slices.ContainsFunc(d.cfg.Plugins.Plugins(), func(in pluginhost.Info) bool {
+		return in.Matcher != nil && in.Matcher.HasLabelSelector()
+	}) {
+		ar.SkipLabels()
 	}
 	return ar, func() { ar.Close(); rc.Close() }, nil
 }

@@ -477,3 +477,35 @@ func TestDeleteFromS3Storage(t *testing.T) {
 	e.requirePurged("nightly")
 	require.Len(t, e.lines(), 60*2+20)
 }
+
+// TestLabelSelectorsMatchPerItem: a plugin selecting on labels gets exactly
+// the labelled items (labels are parsed only when some plugin needs them).
+func TestLabelSelectorsMatchPerItem(t *testing.T) {
+	t.Setenv("LETHE_RECORD_LABELLED", "1")
+	e := newEnv(t)
+	specs := items(40)
+	for i := range specs {
+		if i%4 == 0 {
+			specs[i].Labels = map[string]string{"tier": "db"}
+		} else if i%4 == 1 {
+			specs[i].Labels = map[string]string{"tier": "web"}
+		}
+	}
+	e.addBackup("labelled", specs, archivetest.Options{}, nil)
+	rep, err := e.del.Delete(e.ctx, "labelled", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	var got []string
+	for _, l := range e.lines() {
+		if name, key, _ := strings.Cut(l, "\t"); name == "test.lethe.io/d-labelled" {
+			got = append(got, key)
+		}
+	}
+	var want []string
+	for i, s := range specs {
+		if i%4 == 0 {
+			want = append(want, s.Key())
+		}
+	}
+	require.ElementsMatch(t, want, got)
+}

@@ -3,7 +3,9 @@
 // by LETHE_RECORD_FILE for every item it executes.
 //
 //   - test.lethe.io/a-first and test.lethe.io/b-second take every item;
-//   - test.lethe.io/c-pods takes only pods.
+//   - test.lethe.io/c-pods takes only pods;
+//   - with LETHE_RECORD_LABELLED set, test.lethe.io/d-labelled takes items
+//     labelled tier=db.
 //
 // With LETHE_RECORD_CONTROL_DIR=<dir>, a-first fails an item while
 // <dir>/<name>.fail exists, and returns Blocked while <dir>/<name>.lock
@@ -62,11 +64,17 @@ func main() {
 		panic(err)
 	}
 	out = f
-	plugin.Serve(
-		&plugin.Plugin{Name: "test.lethe.io/b-second", Version: "v0.0.1", Action: &recorder{name: "test.lethe.io/b-second"}, MaxConcurrency: 16},
-		&plugin.Plugin{Name: "test.lethe.io/a-first", Version: "v0.0.1", Action: &recorder{name: "test.lethe.io/a-first", gate: true}, MaxConcurrency: 16},
-		&plugin.Plugin{Name: "test.lethe.io/c-pods", Version: "v0.0.1", Action: &recorder{
+	plugins := []*plugin.Plugin{
+		{Name: "test.lethe.io/b-second", Version: "v0.0.1", Action: &recorder{name: "test.lethe.io/b-second"}, MaxConcurrency: 16},
+		{Name: "test.lethe.io/a-first", Version: "v0.0.1", Action: &recorder{name: "test.lethe.io/a-first", gate: true}, MaxConcurrency: 16},
+		{Name: "test.lethe.io/c-pods", Version: "v0.0.1", Action: &recorder{
 			name: "test.lethe.io/c-pods", selector: plugin.ResourceSelector{IncludedResources: []string{"pods"}},
 		}, MaxConcurrency: 16},
-	)
+	}
+	if os.Getenv("LETHE_RECORD_LABELLED") != "" {
+		plugins = append(plugins, &plugin.Plugin{Name: "test.lethe.io/d-labelled", Version: "v0.0.1", Action: &recorder{
+			name: "test.lethe.io/d-labelled", selector: plugin.ResourceSelector{LabelSelector: "tier=db"},
+		}})
+	}
+	plugin.Serve(plugins...)
 }
