@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,4 +85,51 @@ func TestErrorsAreOneLine(t *testing.T) {
 			require.Contains(t, lines[1], "--help", "%v", args)
 		}
 	}
+}
+
+func TestGetDescribeAudit(t *testing.T) {
+	home, tarball := newHome(t)
+	code, _, stderr := run(t, home, false, "", "backup", "create", "b1", "--from", tarball, "-l", "team=db")
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = run(t, home, false, "", "backup", "create", "b2", "--from", tarball, "-l", "team=web", "--deletion-delay", "1h")
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = run(t, home, false, "", "backup", "delete", "b2", "--yes")
+	require.Equal(t, 0, code, stderr)
+
+	// get: any kind, by label, as JSON.
+	code, out, stderr := run(t, home, false, "", "get", "backups", "-l", "team=db", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	require.Len(t, list, 1)
+	require.Equal(t, "b1", list[0]["name"])
+	require.Equal(t, "Active", list[0]["phase"])
+
+	code, out, _ = run(t, home, false, "", "get", "Backup", "b2", "-o", "yaml")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "phase: Scheduled")
+
+	// describe shows the lifecycle and the audit trail.
+	code, out, stderr = run(t, home, false, "", "describe", "backup", "b2")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "Phase:       Scheduled")
+	require.Contains(t, out, "Deletion:    scheduled for")
+	require.Contains(t, out, "schedule")
+	require.Contains(t, out, "cli:")
+
+	// audit filters by kind and name, and since.
+	code, out, stderr = run(t, home, false, "", "audit", "--kind", "Backup", "--name", "b2", "--since", "1h", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var entries []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &entries))
+	var actions []string
+	for _, e := range entries {
+		require.Equal(t, "b2", e["name"])
+		actions = append(actions, e["action"].(string))
+	}
+	require.Equal(t, []string{"create", "schedule"}, actions)
+
+	code, _, stderr = run(t, home, false, "", "describe", "backup", "nope")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, "Backup/nope not found")
 }
