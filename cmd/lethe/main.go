@@ -14,7 +14,7 @@ import (
 // limit, the heap overshoots several times the live data. The limit makes
 // it collect sooner, keeping a deletion's memory flat and well under
 // 150 MiB whatever the backup's size (see the README's benchmarks).
-const memoryLimit = 64 << 20
+const memoryLimit = 48 << 20
 
 func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
