@@ -2,7 +2,9 @@ package pluginhost
 
 import (
 	"context"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -252,4 +254,33 @@ func TestHungItemDoesNotBlockAnotherBackup(t *testing.T) {
 		t.Fatalf("the hung item should still be in flight, got %+v", r)
 	default:
 	}
+}
+
+// TestStaleSocketDirsOfDeadHostsAreSwept: a host killed without cleanup
+// leaves its socket directory; the next host removes it, and leaves alone
+// those of live processes and anything that is not only sockets.
+func TestStaleSocketDirsOfDeadHostsAreSwept(t *testing.T) {
+	dir := t.TempDir()
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	mk := func(pid int, withFile bool) string {
+		d, err := os.MkdirTemp(dir, socketDirPrefix(pid))
+		require.NoError(t, err)
+		ln, err := net.Listen("unix", filepath.Join(d, "plugin1"))
+		require.NoError(t, err)
+		ln.(*net.UnixListener).SetUnlinkOnClose(false)
+		require.NoError(t, ln.Close())
+		if withFile {
+			require.NoError(t, os.WriteFile(filepath.Join(d, "keep.txt"), nil, 0o600))
+		}
+		return d
+	}
+	stale := mk(dead.Process.Pid, false)
+	live := mk(os.Getppid(), false)
+	notOnlySockets := mk(dead.Process.Pid, true)
+
+	sweepSocketDirs(dir, hclog.NewNullLogger())
+	require.NoDirExists(t, stale)
+	require.DirExists(t, live)
+	require.DirExists(t, notOnlySockets)
 }

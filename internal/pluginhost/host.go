@@ -218,7 +218,8 @@ func New(cfg *Config) (*Host, error) {
 	if c.SocketDir != "" {
 		h.socketDir = c.SocketDir
 	} else {
-		if h.socketDir, err = os.MkdirTemp("/tmp", "lethe-"); err != nil {
+		sweepSocketDirs("/tmp", h.logger)
+		if h.socketDir, err = os.MkdirTemp("/tmp", socketDirPrefix(os.Getpid())); err != nil {
 			return nil, fmt.Errorf("plugin socket directory: %w", err)
 		}
 		h.ownSocket = true
