@@ -93,7 +93,10 @@ func (a *app) plugins(context.Context) (*pluginhost.Host, error) {
 			return nil, fmt.Errorf("creating plugin folder: %w", err)
 		}
 	}
-	h, err := pluginhost.New(&pluginhost.Config{Dir: a.g.pluginDir, Logger: a.log})
+	h, err := pluginhost.New(&pluginhost.Config{
+		Dir: a.g.pluginDir, Logger: a.log,
+		ItemTimeout: a.g.itemTimeoutD, PluginTimeouts: a.g.pluginTimeoutsD,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ failed or blocked (the backup stays).`,
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan (items per plugin, samples, what is purged) and change nothing")
 	f.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	f.BoolVar(&force, "force", false, "skip the grace window and delete now")
-	f.StringVar(&delay, "deletion-delay", "", "grace window for this deletion, e.g. 24h (overrides the annotation)")
+	f.StringVar(&delay, "deletion-delay", "", "grace window for this deletion, e.g. 24h (overrides the annotation and --default-deletion-delay)")
 	f.BoolVar(&wait, "wait", true, "wait for the deletion to finish, with progress")
 	f.BoolVar(&async, "async", false, "only request the deletion; 'lethe server' runs it")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
@@ -67,7 +67,10 @@ failed or blocked (the backup stays).`,
 			return usageError{err}
 		}
 		ctx := cmd.Context()
-		opts := deletion.Options{Actor: catalog.ActorFrom(ctx), Force: force, Async: async || !wait}
+		if err := a.init(); err != nil {
+			return err
+		}
+		opts := deletion.Options{Actor: catalog.ActorFrom(ctx), Force: force, Async: async || !wait, DefaultDelay: a.g.defaultDelayD}
 		if delay != "" {
 			d, err := backup.ParseDuration(delay)
 			if err != nil {

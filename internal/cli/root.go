@@ -4,8 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/pkg/plugin"
 )
 
 // globals are the flags every command shares.
@@ -15,6 +20,15 @@ type globals struct {
 	store     string
 	storage   string
 	logLevel  string
+
+	itemTimeout    string
+	pluginTimeouts []string
+	defaultDelay   string
+
+	// Parsed by resolve.
+	itemTimeoutD    time.Duration
+	pluginTimeoutsD map[string]time.Duration
+	defaultDelayD   time.Duration
 }
 
 func newRoot(s Streams, aborts *abortHooks) (*cobra.Command, *app) {
@@ -52,6 +66,9 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.store, "store", "", "catalog URL: sqlite:///path/to.db or postgres://... (env LETHE_STORE; default sqlite://<home>/lethe.db)")
 	pf.StringVar(&g.storage, "storage", "", "backup storage URL: file:///dir or s3://bucket/prefix?endpoint=... (env LETHE_STORAGE; default file://<home>/storage)")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level: error, warn, info, debug, trace (env LETHE_LOG_LEVEL; default warn)")
+	pf.StringVar(&g.itemTimeout, "item-timeout", "", "how long a plugin may take on one item before it is cancelled, then killed and restarted (env LETHE_ITEM_TIMEOUT; default 5m)")
+	pf.StringArrayVar(&g.pluginTimeouts, "plugin-timeout", nil, "per-plugin item timeout NAME=DURATION, e.g. example.com/ebs=30m (repeatable; env LETHE_PLUGIN_TIMEOUTS, comma-separated)")
+	pf.StringVar(&g.defaultDelay, "default-deletion-delay", "", "grace window for backups without a lethe.io/deletion-delay annotation (env LETHE_DEFAULT_DELETION_DELAY; default none)")
 
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newVersionCmd(a))
 	return root, a
@@ -84,6 +101,39 @@ func (g *globals) resolve(getenv func(string) string) error {
 	pick(&g.store, "LETHE_STORE")
 	pick(&g.storage, "LETHE_STORAGE")
 	pick(&g.logLevel, "LETHE_LOG_LEVEL")
+	pick(&g.itemTimeout, "LETHE_ITEM_TIMEOUT")
+	pick(&g.defaultDelay, "LETHE_DEFAULT_DELETION_DELAY")
+	if len(g.pluginTimeouts) == 0 {
+		if v := getenv("LETHE_PLUGIN_TIMEOUTS"); v != "" {
+			g.pluginTimeouts = strings.Split(v, ",")
+		}
+	}
+	if g.itemTimeout != "" {
+		d, err := backup.ParseDuration(g.itemTimeout)
+		if err != nil || d == 0 {
+			return usageError{fmt.Errorf("--item-timeout %q: use a positive duration such as 90s or 10m", g.itemTimeout)}
+		}
+		g.itemTimeoutD = d
+	}
+	g.pluginTimeoutsD = map[string]time.Duration{}
+	for _, kv := range g.pluginTimeouts {
+		name, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		d, err := backup.ParseDuration(val)
+		if !ok || name == "" || err != nil || d == 0 {
+			return usageError{fmt.Errorf("--plugin-timeout %q: use NAME=DURATION, e.g. example.com/ebs=30m", kv)}
+		}
+		if _, err := plugin.NormalizeName(name); err != nil {
+			return usageError{fmt.Errorf("--plugin-timeout %q: %w", kv, err)}
+		}
+		g.pluginTimeoutsD[name] = d
+	}
+	if g.defaultDelay != "" {
+		d, err := backup.ParseDuration(g.defaultDelay)
+		if err != nil {
+			return usageError{fmt.Errorf("--default-deletion-delay: %w", err)}
+		}
+		g.defaultDelayD = d
+	}
 	if g.home == "" {
 		data := getenv("XDG_DATA_HOME")
 		if data == "" {

@@ -2,17 +2,15 @@ package cli
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/server"
 )
 
 func newServerCmd(a *app) *cobra.Command {
 	var workers int
-	var metrics, defaultDelay string
+	var metrics string
 	c := &cobra.Command{
 		Use:   "server",
 		Short: "Run the daemon: TTL expiry, grace-window timers and queued deletions",
@@ -32,14 +30,6 @@ one aborts.`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			var delay time.Duration
-			if defaultDelay != "" {
-				d, err := backup.ParseDuration(defaultDelay)
-				if err != nil {
-					return usageError{fmt.Errorf("--default-deletion-delay: %w", err)}
-				}
-				delay = d
-			}
 			if workers < 1 {
 				return usageError{fmt.Errorf("--workers must be at least 1, got %d", workers)}
 			}
@@ -49,7 +39,7 @@ one aborts.`,
 			}
 			srv, err := server.New(&server.Config{
 				Store: a.store, Deleter: del, Logger: a.log, Workers: workers,
-				MetricsAddr: metrics, DefaultDelay: delay,
+				MetricsAddr: metrics, DefaultDelay: a.g.defaultDelayD,
 			})
 			if err != nil {
 				return err
@@ -61,6 +51,5 @@ one aborts.`,
 	}
 	c.Flags().IntVar(&workers, "workers", server.WorkersDefault, "deletions that run at once")
 	c.Flags().StringVar(&metrics, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9464")
-	c.Flags().StringVar(&defaultDelay, "default-deletion-delay", "", "grace window for expired backups without a lethe.io/deletion-delay annotation, e.g. 24h")
 	return c
 }

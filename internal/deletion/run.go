@@ -404,11 +404,20 @@ func (s *stage) run(ctx context.Context) {
 	var sess Session
 	var recvDone chan struct{}
 	defer func() {
-		if sess != nil {
-			sess.CloseSend()
-			<-recvDone
-			sess.Close()
+		if sess == nil {
+			return
 		}
+		// Finish the items in flight, unless the run is cancelled (a
+		// signal, a lost lease): then abandon them. They are not settled,
+		// so the next run sends them again.
+		sess.CloseSend()
+		select {
+		case <-recvDone:
+		case <-ctx.Done():
+			sess.Close()
+			<-recvDone
+		}
+		sess.Close()
 	}()
 	for wk := range s.in {
 		if !s.wants(wk) {
