@@ -87,6 +87,9 @@ failed or blocked (the backup stays).`,
 		// validates the tarball before changing anything either way.
 		var total int64
 		if dryRun || !yes {
+			if a.s.InteractiveErr {
+				fmt.Fprintf(a.s.Err, "Reading backup %s to plan its deletion...\n", name)
+			}
 			plan, err := del.Plan(ctx, name, opts)
 			if err != nil {
 				return err
