@@ -240,24 +240,17 @@ func newBackupListCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		rs, err := listAll(ctx, st, catalog.ListOptions{Kind: backup.Kind, LabelSelector: selector})
+		if err != nil {
+			return err
+		}
 		var views []*backupView
-		opts := catalog.ListOptions{Kind: backup.Kind, LabelSelector: selector}
-		for {
-			page, err := st.List(ctx, opts)
+		for _, r := range rs {
+			v, err := a.backupView(ctx, r, false)
 			if err != nil {
 				return err
 			}
-			for _, r := range page.Items {
-				v, err := a.backupView(ctx, r, false)
-				if err != nil {
-					return err
-				}
-				views = append(views, v)
-			}
-			if page.Continue == "" {
-				break
-			}
-			opts.Continue = page.Continue
+			views = append(views, v)
 		}
 		if *out != "table" {
 			if views == nil {

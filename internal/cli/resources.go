@@ -63,17 +63,8 @@ full (-o yaml or json for everything, including spec and status).`,
 			}
 			items = []*catalog.Resource{r}
 		} else {
-			opts := catalog.ListOptions{Kind: kind, Namespace: ns, LabelSelector: selector}
-			for {
-				page, err := st.List(ctx, opts)
-				if err != nil {
-					return err
-				}
-				items = append(items, page.Items...)
-				if page.Continue == "" {
-					break
-				}
-				opts.Continue = page.Continue
+			if items, err = listAll(ctx, st, catalog.ListOptions{Kind: kind, Namespace: ns, LabelSelector: selector}); err != nil {
+				return err
 			}
 		}
 		if *out != "table" {
@@ -97,6 +88,22 @@ full (-o yaml or json for everything, including spec and status).`,
 		return t.flush()
 	}
 	return c
+}
+
+// listAll reads every page of a listing.
+func listAll(ctx context.Context, st catalog.Store, opts catalog.ListOptions) ([]*catalog.Resource, error) {
+	var out []*catalog.Resource
+	for {
+		page, err := st.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Items...)
+		if page.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = page.Continue
+	}
 }
 
 func dash(s string) string {
