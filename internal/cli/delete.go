@@ -35,7 +35,9 @@ and --force skips the wait.
 If an item fails or is blocked, the backup stays, with its progress in
 'lethe backup get NAME'. Running delete again resumes: only the items that
 are not done yet are sent again. An interrupted deletion (Ctrl-C, a crash)
-resumes the same way.
+resumes the same way. If an item can never succeed, 'delete --force' on the
+stuck deletion retries it once and then purges the backup anyway; the purge
+and the abandoned items are recorded in the audit log.
 
 Exit codes: 0 purged or scheduled, 1 error, 2 bad usage, 3 some items are
 failed or blocked (the backup stays).`,
@@ -54,7 +56,7 @@ failed or blocked (the backup stays).`,
 	f := c.Flags()
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan (items per plugin, samples, what is purged) and change nothing")
 	f.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
-	f.BoolVar(&force, "force", false, "skip the grace window and delete now")
+	f.BoolVar(&force, "force", false, "skip the grace window and delete now; on a deletion stuck with failed or blocked items, retry them once and then purge anyway (audited)")
 	f.StringVar(&delay, "deletion-delay", "", "grace window for this deletion, e.g. 24h (overrides the annotation and --default-deletion-delay)")
 	f.BoolVar(&wait, "wait", true, "wait for the deletion to finish, with progress")
 	f.BoolVar(&async, "async", false, "only request the deletion; 'lethe server' runs it")
@@ -85,8 +87,34 @@ failed or blocked (the backup stays).`,
 		// The plan is a full pass over the tarball: computed for --dry-run
 		// and for the question, not when --yes says there is none. Delete
 		// validates the tarball before changing anything either way.
+		// --force on a deletion already stuck with failed or blocked
+		// items is the explicit, audited way past them (DESIGN §7.1): the
+		// items are retried once, and the backup purged even if they
+		// still fail.
+		var stuckItems int
+		if force {
+			stuck, n, err := del.Stuck(ctx, name)
+			if err != nil {
+				return err
+			}
+			if stuck {
+				opts.ForcePurge, stuckItems = true, n
+			}
+		}
 		var total int64
-		if dryRun || !yes {
+		if opts.ForcePurge && !dryRun {
+			if !yes {
+				ok, err := a.confirm(fmt.Sprintf("Backup %s is stuck with %d failed or blocked items. --force retries them once, "+
+					"then purges the backup anyway: whatever those items created outside may be left behind. Continue?", name, stuckItems))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					fmt.Fprintln(a.s.Err, "Nothing deleted.")
+					return nil
+				}
+			}
+		} else if dryRun || !yes {
 			if a.s.InteractiveErr {
 				fmt.Fprintf(a.s.Err, "Reading backup %s to plan its deletion...\n", name)
 			}
@@ -99,6 +127,9 @@ failed or blocked (the backup stays).`,
 					return printStructured(a.s.Out, *out, plan)
 				}
 				a.printPlan(plan)
+				if opts.ForcePurge {
+					fmt.Fprintf(a.s.Out, "--force: %d items are failed or blocked; they would be retried once, and the backup purged even if they still fail.\n", stuckItems)
+				}
 				return nil
 			}
 			if plan.Rejected != "" {
@@ -211,6 +242,14 @@ func (a *app) printReport(r *deletion.Report) {
 	}
 	switch r.Result {
 	case deletion.ResultPurged:
+		if r.Forced {
+			fmt.Fprintf(w, "backup %s deleted BY FORCE: %d items were still failed or blocked and are abandoned (lethe audit --name %s); purged %s\n",
+				r.Backup, r.UnsettledCount, r.Backup, strings.Join(r.Purged, " and "))
+			for _, o := range r.Unsettled {
+				fmt.Fprintf(w, "  abandoned %-7s %s  %s: %s\n", o.Outcome, o.ItemKey, o.Plugin, o.Message)
+			}
+			return
+		}
 		fmt.Fprintf(w, "backup %s deleted: %d items; purged %s\n", r.Backup, r.TotalItems, strings.Join(r.Purged, " and "))
 	case deletion.ResultIncomplete:
 		fmt.Fprintf(w, "backup %s NOT deleted: %d of %d items are failed or blocked; the backup and its tarball stay.\n",

@@ -128,6 +128,11 @@ type Options struct {
 	Reason string
 	// Force skips the grace window.
 	Force bool
+	// ForcePurge purges the backup even if items are still failed or
+	// blocked after this run: the operator's explicit way past unfinished
+	// plugin actions, audited as a force-purge with the abandoned items.
+	// The CLI sets it only for --force on a deletion already stuck.
+	ForcePurge bool
 	// Delay, when set, overrides the backup's deletion-delay annotation
 	// and DefaultDelay.
 	Delay        *time.Duration
@@ -171,9 +176,26 @@ type Report struct {
 	UnsettledCount int
 	// Purged lists what was purged, e.g. the tarball's URL and the record.
 	Purged []string
+	// Forced is set when the backup was purged with items unsettled
+	// (Options.ForcePurge).
+	Forced bool
 }
 
 func (d *Deleter) now() time.Time { return d.cfg.Now().UTC() }
+
+// Stuck reports whether the named backup is Deleting with failed or
+// blocked items left by an earlier run.
+func (d *Deleter) Stuck(ctx context.Context, name string) (bool, int, error) {
+	b, err := d.get(ctx, name)
+	if err != nil || b.Resource.Phase != catalog.PhaseDeleting {
+		return false, 0, err
+	}
+	_, rows, err := d.cfg.Store.LoadProgress(ctx, b.Resource.UID)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return false, 0, nil
+	}
+	return len(rows) > 0, len(rows), err
+}
 
 // Holder is the name this Deleter uses in leases.
 func (d *Deleter) Holder() string { return d.cfg.Holder }

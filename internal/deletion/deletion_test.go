@@ -509,3 +509,34 @@ func TestLabelSelectorsMatchPerItem(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, got)
 }
+
+// TestForcePurgeOfAStuckDeletion is DESIGN §7.1's escape hatch: an item
+// that never succeeds keeps the backup until the operator forces the
+// purge, which is audited with what was abandoned.
+func TestForcePurgeOfAStuckDeletion(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("stuck", items(12), archivetest.Options{}, nil)
+	require.NoError(t, os.WriteFile(filepath.Join(e.blockDir, "item-4.fail"), nil, 0o600))
+
+	// --force on an Active backup only skips the grace window.
+	rep, err := e.del.Delete(e.ctx, "stuck", deletion.Options{Force: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result)
+	stuck, n, err := e.del.Stuck(e.ctx, "stuck")
+	require.NoError(t, err)
+	require.True(t, stuck)
+	require.Equal(t, 1, n)
+
+	rep, err = e.del.Delete(e.ctx, "stuck", deletion.Options{Force: true, ForcePurge: true, Actor: "cli:alice"})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	require.True(t, rep.Forced)
+	require.Equal(t, 1, rep.UnsettledCount)
+	e.requirePurged("stuck")
+	entries, err := e.store.ListAudit(e.ctx, catalog.AuditFilter{Kind: backup.Kind, Name: "stuck"})
+	require.NoError(t, err)
+	last := entries[len(entries)-1]
+	require.Equal(t, "force-purge", last.Action)
+	require.Equal(t, "cli:alice", last.Actor)
+	require.Contains(t, string(last.Details), "item-4")
+}

@@ -181,12 +181,19 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 		if err != nil {
 			return nil, err
 		}
-		if !done {
+		switch {
+		case done:
+			if _, err := d.cfg.Store.RemoveFinalizer(ctx, r.Key(), catalog.FinalizerDeleteActions, cmp.Or(opts.Actor, "lethe")); err != nil {
+				return nil, err
+			}
+		case !opts.ForcePurge:
 			rep.Result = ResultIncomplete
 			return rep, nil
-		}
-		if _, err := d.cfg.Store.RemoveFinalizer(ctx, r.Key(), catalog.FinalizerDeleteActions, cmp.Or(opts.Actor, "lethe")); err != nil {
-			return nil, err
+		default:
+			// The operator's explicit way past unfinished plugin
+			// actions (DESIGN §7.1): purged anyway, and audited.
+			rep.Forced = true
+			d.log.Warn("force-purging a backup with unsettled items", "backup", r.Name, "unsettled", rep.UnsettledCount)
 		}
 	} else if p, _, err := d.cfg.Store.LoadProgress(ctx, r.UID); err == nil {
 		rep.TotalItems, rep.Counts = p.TotalItems, p.Counts
@@ -197,9 +204,15 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 	if err := d.cfg.Blobs.Delete(ctx, b.Spec.StorageKey); err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return nil, fmt.Errorf("backup %s: removing tarball %s: %w", r.Name, location, err)
 	}
-	details, _ := json.Marshal(map[string]any{"tarball": location, "items": rep.TotalItems, "counts": rep.Counts})
+	info := map[string]any{"tarball": location, "items": rep.TotalItems, "counts": rep.Counts}
+	reason := cmp.Or(opts.Reason, "every item done or skipped")
+	if rep.Forced {
+		info["abandoned"], info["abandonedSample"] = rep.UnsettledCount, rep.Unsettled
+		reason = fmt.Sprintf("forced by the operator with %d items failed or blocked", rep.UnsettledCount)
+	}
+	details, _ := json.Marshal(info)
 	err := d.cfg.Store.Purge(ctx, r.Key(), catalog.PurgeOptions{
-		Actor: cmp.Or(opts.Actor, "lethe"), Reason: cmp.Or(opts.Reason, "every item done or skipped"), Details: details,
+		Force: rep.Forced, Actor: cmp.Or(opts.Actor, "lethe"), Reason: reason, Details: details,
 	})
 	if err != nil {
 		return nil, err
