@@ -40,7 +40,7 @@ stuck deletion retries it once and then purges the backup anyway; the purge
 and the abandoned items are recorded in the audit log.
 
 Exit codes: 0 purged or scheduled, 1 error, 2 bad usage, 3 some items are
-failed or blocked (the backup stays).`,
+failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 		Example: `  # See what would happen, then do it
   lethe backup delete nightly-0412 --dry-run
   lethe backup delete nightly-0412 --yes
