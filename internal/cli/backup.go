@@ -142,7 +142,12 @@ func (a *app) createBackup(ctx context.Context, res *catalog.Resource, spec back
 		return err
 	}
 	if _, err := st.Create(ctx, res); err != nil {
-		_ = bl.Delete(context.WithoutCancel(ctx), key)
+		// Remove what we stored, unless a record for this name appeared
+		// meanwhile (a sync imported the tarball, or another create won):
+		// then the tarball is that record's, and stays.
+		if !errors.Is(err, catalog.ErrAlreadyExists) {
+			_ = bl.Delete(context.WithoutCancel(ctx), key)
+		}
 		return err
 	}
 	fmt.Fprintf(a.s.Out, "backup %s created: %d items, %s, stored at %s/%s\n", name, sum.Items, humanBytes(fi.Size()), bl.URL(), key)

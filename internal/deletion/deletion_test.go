@@ -540,3 +540,36 @@ func TestForcePurgeOfAStuckDeletion(t *testing.T) {
 	require.Equal(t, "cli:alice", last.Actor)
 	require.Contains(t, string(last.Details), "item-4")
 }
+
+// TestItemFailingAtAnotherPluginLeavesOneRow: an item that failed at
+// a-first, then (fixed there) fails at b-second, has one unsettled row, not
+// two, and once fixed every plugin's count is exact.
+func TestItemFailingAtAnotherPluginLeavesOneRow(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("moving", items(9), archivetest.Options{}, nil)
+	failA := filepath.Join(e.blockDir, "item-2.fail")
+	failB := filepath.Join(e.blockDir, "item-2.fail-b")
+	require.NoError(t, os.WriteFile(failA, nil, 0o600))
+	rep, err := e.del.Delete(e.ctx, "moving", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, pluginA, rep.Unsettled[0].Plugin)
+
+	require.NoError(t, os.Remove(failA))
+	require.NoError(t, os.WriteFile(failB, nil, 0o600))
+	rep, err = e.del.Delete(e.ctx, "moving", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result)
+	require.Equal(t, 1, rep.UnsettledCount)
+	require.Equal(t, pluginB, rep.Unsettled[0].Plugin)
+	_, n, err := e.del.Stuck(e.ctx, "moving")
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "one unsettled row for one item")
+
+	require.NoError(t, os.Remove(failB))
+	rep, err = e.del.Delete(e.ctx, "moving", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	require.EqualValues(t, 9, rep.Counts[pluginA].Done)
+	require.EqualValues(t, 9, rep.Counts[pluginB].Done)
+	require.Zero(t, rep.Counts[pluginA].Failed+rep.Counts[pluginB].Failed)
+}

@@ -433,6 +433,9 @@ func (s *stage) run(ctx context.Context) {
 		sess.Close()
 	}()
 	for wk := range s.in {
+		if ctx.Err() != nil {
+			continue // cancelled: drain without sending anything more
+		}
 		if !s.wants(wk) {
 			select {
 			case s.out <- wk:

@@ -88,6 +88,11 @@ func (s *settler) finish(wk *work) {
 			row.Attempts = wk.prior.Attempts + 1
 		}
 		row.UpdatedAt = s.d.now()
+		if wk.prior != nil && wk.prior.Plugin != row.Plugin {
+			// The earlier plugin is done now; its row goes.
+			s.settle = append(s.settle, *wk.prior)
+			row.Attempts = 1
+		}
 		s.unsettled[ord] = &row
 		s.upsert = append(s.upsert, row)
 	case wk.prior != nil:

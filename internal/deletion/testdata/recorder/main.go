@@ -9,7 +9,8 @@
 //
 // With LETHE_RECORD_CONTROL_DIR=<dir>, a-first fails an item while
 // <dir>/<name>.fail exists, and returns Blocked while <dir>/<name>.lock
-// exists. Files, not environment variables, so a test can change them while
+// exists; b-second fails an item while <dir>/<name>.fail-b exists. Files,
+// not environment variables, so a test can change them while
 // the plugin process runs.
 package main
 
@@ -41,6 +42,11 @@ func (r *recorder) AppliesTo(context.Context) (plugin.ResourceSelector, error) {
 
 func (r *recorder) Execute(_ context.Context, in *plugin.DeleteItemActionInput) error {
 	it := in.Item
+	if d := os.Getenv("LETHE_RECORD_CONTROL_DIR"); d != "" && r.name == "test.lethe.io/b-second" {
+		if _, err := os.Stat(filepath.Join(d, it.Name+".fail-b")); err == nil {
+			return errors.New("injected failure in b-second for " + it.Name)
+		}
+	}
 	if r.gate {
 		if d := os.Getenv("LETHE_RECORD_CONTROL_DIR"); d != "" {
 			if _, err := os.Stat(filepath.Join(d, it.Name+".fail")); err == nil {
