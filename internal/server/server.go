@@ -119,6 +119,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for range s.cfg.Workers {
 		wg.Go(func() { errs <- s.work(ctx) })
 	}
+	wg.Go(func() { errs <- s.reconcile(ctx) })
 	if s.cfg.MetricsAddr != "" {
 		ln, err := net.Listen("tcp", s.cfg.MetricsAddr)
 		if err != nil {
@@ -146,6 +147,46 @@ func (s *Server) Run(ctx context.Context) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// ReconcileInterval is how often the server makes sure every Deleting
+// backup has a queued work item.
+const ReconcileInterval = 15 * time.Minute
+
+// reconcile queues a work item for every backup in Deleting, at start and
+// then now and again: moving a backup to Deleting and queueing its work are
+// two writes, and a crash between them must not strand the deletion.
+// Enqueue is idempotent, so a backup that already has its item is untouched.
+func (s *Server) reconcile(ctx context.Context) error {
+	for {
+		if err := s.enqueueDeleting(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("queueing deletions in progress", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(ReconcileInterval):
+		}
+	}
+}
+
+func (s *Server) enqueueDeleting(ctx context.Context) error {
+	opts := catalog.ListOptions{Kind: backup.Kind, Phase: catalog.PhaseDeleting}
+	for {
+		page, err := s.cfg.Store.List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		for _, r := range page.Items {
+			if _, err := s.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: deletion.Queue, Key: r.UID, RunAt: s.cfg.Now()}); err != nil {
+				return err
+			}
+		}
+		if page.Continue == "" {
+			return nil
+		}
+		opts.Continue = page.Continue
+	}
 }
 
 // work claims queued deletions and runs them, one at a time.

@@ -134,3 +134,27 @@ func TestServerDeletesExpiredBackupsThroughTheGraceWindow(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// TestServerResumesADeletionWithoutAWorkItem: a backup left in Deleting
+// without its work item (a crash between the two writes) is queued again
+// and deleted.
+func TestServerResumesADeletionWithoutAWorkItem(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	e.add(t, "stranded", nil, nil)
+	_, err := e.st.Delete(ctx, backup.Key("stranded"), catalog.DeleteOptions{
+		Finalizers: []string{catalog.FinalizerDeleteActions}, Actor: "test",
+	})
+	require.NoError(t, err)
+	work, err := e.st.ListWork(ctx, deletion.Queue)
+	require.NoError(t, err)
+	require.Empty(t, work)
+
+	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, PollInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	e.waitPurged(t, "stranded")
+	cancel()
+	require.NoError(t, <-done)
+}

@@ -132,11 +132,20 @@ func (t *Timers) session(ctx context.Context) error {
 // due time (zero if none).
 func (t *Timers) FireDue(ctx context.Context) (time.Time, error) {
 	now := t.cfg.Now()
-	due, err := t.cfg.Store.DueScheduled(ctx, now, BatchDefault)
+	// Resources waiting to retry a failed handler are still due: ask for
+	// that many more, so that they never crowd out the others.
+	for uid, nb := range t.failed {
+		if !now.Before(nb.Add(t.cfg.SafetyScan)) {
+			delete(t.failed, uid) // long gone, or moved on by someone else
+		}
+	}
+	limit := BatchDefault + len(t.failed)
+	due, err := t.cfg.Store.DueScheduled(ctx, now, limit)
 	if err != nil {
 		return time.Time{}, err
 	}
 	var retryAt time.Time
+	handled := 0
 	for _, r := range due {
 		if nb, ok := t.failed[r.UID]; ok && now.Before(nb) {
 			if retryAt.IsZero() || nb.Before(retryAt) {
@@ -144,32 +153,48 @@ func (t *Timers) FireDue(ctx context.Context) (time.Time, error) {
 			}
 			continue
 		}
+		handled++
 		if err := t.handle(ctx, r); err != nil {
 			if ctx.Err() != nil {
 				return time.Time{}, ctx.Err()
 			}
 			t.log.Error("grace window over, but moving on failed; will retry", "resource", r.Key().String(), "error", err)
 			t.failed[r.UID] = now.Add(t.cfg.Retry)
+			if retryAt.IsZero() || t.failed[r.UID].Before(retryAt) {
+				retryAt = t.failed[r.UID]
+			}
 			continue
 		}
 		delete(t.failed, r.UID)
 		t.Fired++
 	}
-	if len(due) == BatchDefault {
+	if len(due) == limit && handled > 0 {
 		return now, nil // more are due
 	}
 	next, ok, err := t.cfg.Store.NextDue(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if !ok {
+	switch {
+	case !ok:
 		return retryAt, nil
-	}
-	if next.Before(now) && !retryAt.IsZero() {
-		// Everything due is waiting for a retry.
-		return retryAt, nil
+	case !next.After(now):
+		// The earliest due resources are waiting for a retry, which hides
+		// the next due time behind them: look again within a second, so a
+		// resource that comes due meanwhile is not held up by them.
+		if retryAt.IsZero() {
+			return now.Add(time.Second), nil
+		}
+		return minTime(retryAt, now.Add(time.Second)), nil
 	}
 	return next, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func (t *Timers) handle(ctx context.Context, r *catalog.Resource) error {

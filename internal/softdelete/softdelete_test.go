@@ -2,7 +2,10 @@ package softdelete_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,4 +106,44 @@ func TestKindsWithoutAHandlerMoveToDeleting(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, catalog.PhaseDeleting, r.Phase)
 	require.Equal(t, 1, tm.Fired)
+}
+
+// TestFailingResourcesDoNotStarveTheRest: a hundred due resources whose
+// handler keeps failing must neither hide the next due one nor make the
+// loop spin.
+func TestFailingResourcesDoNotStarveTheRest(t *testing.T) {
+	ctx := context.Background()
+	st := open(t)
+	for i := range softdelete.BatchDefault {
+		k := create(t, st, "Widget", fmt.Sprintf("bad-%03d", i))
+		_, err := st.Schedule(ctx, k, catalog.ScheduleOptions{Delay: time.Millisecond, Actor: "t"})
+		require.NoError(t, err)
+	}
+	good := create(t, st, "Widget", "good")
+	_, err := st.Schedule(ctx, good, catalog.ScheduleOptions{Delay: time.Second, Actor: "t"})
+	require.NoError(t, err)
+
+	now := time.Now().Add(time.Minute)
+	var handled []string
+	tm, err := softdelete.New(&softdelete.Config{Store: st, Now: func() time.Time { return now }, Handlers: map[string]softdelete.Handler{
+		"Widget": func(ctx context.Context, r *catalog.Resource) error {
+			handled = append(handled, r.Name)
+			if strings.HasPrefix(r.Name, "bad-") {
+				return errors.New("broken")
+			}
+			_, err := st.Delete(ctx, r.Key(), catalog.DeleteOptions{Actor: "t"})
+			return err
+		},
+	}})
+	require.NoError(t, err)
+	for range 3 {
+		next, err := tm.FireDue(ctx)
+		require.NoError(t, err)
+		require.True(t, next.After(now) || len(handled) < softdelete.BatchDefault+1, "no busy loop once only failing ones are due")
+	}
+	require.Contains(t, handled, "good", "the 101st due resource is handled")
+	next, err := tm.FireDue(ctx)
+	require.NoError(t, err)
+	require.True(t, next.After(now), "waits (%s) while only failing resources are due", next.Sub(now))
+	require.LessOrEqual(t, next.Sub(now), time.Second, "and looks again within a second")
 }
