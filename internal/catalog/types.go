@@ -157,8 +157,12 @@ type DeleteOptions struct {
 	// Finalizers are added on entry to Deleting.
 	Finalizers []string
 	Force      bool
-	Actor      string
-	Reason     string
+	// OnlyIfScheduled refuses (with a *TransitionError) unless the resource
+	// is Scheduled when the write happens: the grace-window timer uses it,
+	// so that a resource undeleted meanwhile is not deleted.
+	OnlyIfScheduled bool
+	Actor           string
+	Reason          string
 }
 
 // PurgeOptions removes a Deleting resource whose finalizers are all gone.

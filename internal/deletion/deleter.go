@@ -128,6 +128,9 @@ type Options struct {
 	Reason string
 	// Force skips the grace window.
 	Force bool
+	// OnlyIfScheduled moves the backup on only if it is Scheduled when the
+	// write happens (the grace-window timer): an undeleted backup stays.
+	OnlyIfScheduled bool
 	// ForcePurge purges the backup even if items are still failed or
 	// blocked after this run: the operator's explicit way past unfinished
 	// plugin actions, audited as a force-purge with the abandoned items.
@@ -159,6 +162,9 @@ const (
 	ResultQueued     Result = "queued"     // Deleting, left to the daemon
 	ResultPurged     Result = "purged"     // gone
 	ResultIncomplete Result = "incomplete" // some items failed or are blocked
+	// ResultNotScheduled: OnlyIfScheduled was set and the backup is not
+	// Scheduled (it was undeleted); nothing changed.
+	ResultNotScheduled Result = "not-scheduled"
 )
 
 // Report is the outcome of a deletion request.
@@ -246,6 +252,9 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 	r := b.Resource
 	actor := cmp.Or(opts.Actor, "cli")
 	reason := cmp.Or(opts.Reason, "deletion requested")
+	if opts.OnlyIfScheduled && r.Phase != catalog.PhaseScheduled {
+		return &Report{Backup: r.Name, Result: ResultNotScheduled}, nil
+	}
 	switch r.Phase {
 	case catalog.PhaseDeleting:
 		return nil, nil
@@ -272,7 +281,8 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 		}
 	}
 	_, err := d.cfg.Store.Delete(ctx, r.Key(), catalog.DeleteOptions{
-		Finalizers: []string{catalog.FinalizerDeleteActions}, Force: opts.Force, Actor: actor, Reason: reason,
+		Finalizers: []string{catalog.FinalizerDeleteActions}, Force: opts.Force, OnlyIfScheduled: opts.OnlyIfScheduled,
+		Actor: actor, Reason: reason,
 	})
 	return nil, err
 }

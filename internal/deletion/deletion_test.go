@@ -573,3 +573,24 @@ func TestItemFailingAtAnotherPluginLeavesOneRow(t *testing.T) {
 	require.EqualValues(t, 9, rep.Counts[pluginB].Done)
 	require.Zero(t, rep.Counts[pluginA].Failed+rep.Counts[pluginB].Failed)
 }
+
+// TestTimerDoesNotDeleteAnUndeletedBackup: the grace-window timer's request
+// (OnlyIfScheduled) leaves a backup that was undeleted after it was listed.
+func TestTimerDoesNotDeleteAnUndeletedBackup(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("saved", items(3), archivetest.Options{}, nil)
+	d := time.Minute
+	_, err := e.del.Delete(e.ctx, "saved", deletion.Options{Delay: &d})
+	require.NoError(t, err)
+	e.now = e.now.Add(2 * time.Minute) // due; the timer lists it...
+	_, err = e.del.Undelete(e.ctx, "saved", "cli:bob") // ...and the user undeletes it
+	require.NoError(t, err)
+
+	rep, err := e.del.Delete(e.ctx, "saved", deletion.Options{OnlyIfScheduled: true, Async: true, Actor: "softdelete"})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultNotScheduled, rep.Result)
+	r, err := e.store.Get(e.ctx, backup.Key("saved"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, r.Phase)
+	require.Empty(t, e.lines())
+}

@@ -103,7 +103,9 @@ func (s *Server) Run(ctx context.Context) error {
 		Store: s.cfg.Store, Logger: s.cfg.Logger, Now: s.cfg.Now,
 		Handlers: map[string]softdelete.Handler{
 			backup.Kind: func(ctx context.Context, r *catalog.Resource) error {
-				_, err := s.cfg.Deleter.Delete(ctx, r.Name, deletion.Options{Actor: "softdelete", Reason: "grace window over", Async: true})
+				_, err := s.cfg.Deleter.Delete(ctx, r.Name, deletion.Options{
+					Actor: "softdelete", Reason: "grace window over", Async: true, OnlyIfScheduled: true,
+				})
 				return err
 			},
 		},

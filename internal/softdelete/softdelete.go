@@ -202,7 +202,10 @@ func (t *Timers) handle(ctx context.Context, r *catalog.Resource) error {
 		return h(ctx, r)
 	}
 	_, err := t.cfg.Store.Delete(ctx, r.Key(), catalog.DeleteOptions{
-		Propagation: r.PropagationPolicy, Actor: "softdelete", Reason: "grace window over",
+		Propagation: r.PropagationPolicy, OnlyIfScheduled: true, Actor: "softdelete", Reason: "grace window over",
 	})
+	if errors.Is(err, catalog.ErrInvalidTransition) {
+		return nil // undeleted (or moved on) since it was listed
+	}
 	return err
 }

@@ -406,6 +406,10 @@ func testIllegalTransitions(t *testing.T, newStore NewStoreFunc) {
 			return err
 		}, catalog.PhaseDeleting, catalog.PhaseScheduled},
 		{"undelete deleting", func() error { _, err := f.s.Undelete(f.ctx, deleting, "", ""); return err }, catalog.PhaseDeleting, catalog.PhaseActive},
+		{"delete active only if scheduled", func() error {
+			_, err := f.s.Delete(f.ctx, active, catalog.DeleteOptions{OnlyIfScheduled: true, Force: true})
+			return err
+		}, catalog.PhaseActive, catalog.PhaseDeleting},
 		{"delete deleting", func() error { _, err := f.s.Delete(f.ctx, deleting, catalog.DeleteOptions{Force: true}); return err }, catalog.PhaseDeleting, catalog.PhaseDeleting},
 		{"purge with finalizers", func() error { return f.s.Purge(f.ctx, deleting, catalog.PurgeOptions{}) }, catalog.PhaseDeleting, catalog.PhasePurged},
 		{"add finalizer while deleting", func() error {

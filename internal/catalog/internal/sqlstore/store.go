@@ -666,6 +666,9 @@ func (s *Store) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOp
 	}
 	return s.mutate(ctx, mutation{key: k, action: action, actor: opts.Actor, reason: opts.Reason,
 		apply: func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error) {
+			if opts.OnlyIfScheduled && cur.Phase != catalog.PhaseScheduled {
+				return nil, transitionErr(cur, catalog.PhaseDeleting, "no longer Scheduled (undeleted meanwhile?)")
+			}
 			switch cur.Phase {
 			case catalog.PhaseActive:
 			case catalog.PhaseScheduled:
