@@ -582,7 +582,7 @@ func TestTimerDoesNotDeleteAnUndeletedBackup(t *testing.T) {
 	d := time.Minute
 	_, err := e.del.Delete(e.ctx, "saved", deletion.Options{Delay: &d})
 	require.NoError(t, err)
-	e.now = e.now.Add(2 * time.Minute) // due; the timer lists it...
+	e.now = e.now.Add(2 * time.Minute)                 // due; the timer lists it...
 	_, err = e.del.Undelete(e.ctx, "saved", "cli:bob") // ...and the user undeletes it
 	require.NoError(t, err)
 
