@@ -328,24 +328,14 @@ until the grace window ends, across restarts. Once a deletion is running
 			if err != nil {
 				return err
 			}
-			r, err := st.Get(ctx, backup.Key(args[0]))
-			if errors.Is(err, catalog.ErrNotFound) {
-				return fmt.Errorf("backup %q not found", args[0])
-			}
+			_, ttlCleared, err := deletion.Undelete(ctx, st, args[0], catalog.ActorFrom(ctx), time.Now())
 			if err != nil {
 				return err
 			}
-			switch r.Phase {
-			case catalog.PhaseActive:
-				return fmt.Errorf("backup %s has no deletion scheduled", r.Name)
-			case catalog.PhaseDeleting:
-				return fmt.Errorf("backup %s is already being deleted (since %s): its plugins have acted, so it cannot be undeleted",
-					r.Name, r.DeletionTimestamp.Local().Format(time.RFC3339))
+			fmt.Fprintf(a.s.Out, "backup %s: scheduled deletion cancelled; it is Active again\n", args[0])
+			if ttlCleared {
+				fmt.Fprintf(a.s.Out, "Its TTL had expired, so it was removed: the backup no longer expires.\n")
 			}
-			if _, err := st.Undelete(ctx, r.Key(), catalog.ActorFrom(ctx), "undelete requested"); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.s.Out, "backup %s: scheduled deletion cancelled; it is Active again\n", r.Name)
 			return nil
 		},
 	}

@@ -287,17 +287,59 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 	return nil, err
 }
 
-// Undelete cancels a scheduled deletion.
+// Undelete cancels a scheduled deletion (see the package function).
 func (d *Deleter) Undelete(ctx context.Context, name, actor string) (*catalog.Resource, error) {
-	b, err := d.get(ctx, name)
-	if err != nil {
-		return nil, err
+	r, _, err := Undelete(ctx, d.cfg.Store, name, actor, d.now())
+	return r, err
+}
+
+// AnnotationTTLCleared records when undelete removed an expired TTL.
+const AnnotationTTLCleared = "lethe.io/ttl-cleared-by-undelete"
+
+// Undelete returns a Scheduled backup to Active. A backup whose TTL has
+// already expired loses its expiry first (ttlCleared), or the TTL
+// controller would request its deletion again at once: the person who
+// undeleted it wants it kept. It needs no plugins.
+func Undelete(ctx context.Context, st catalog.Store, name, actor string, now time.Time) (r *catalog.Resource, ttlCleared bool, err error) {
+	actor = cmp.Or(actor, "cli")
+	for range 3 {
+		if r, err = st.Get(ctx, backup.Key(name)); errors.Is(err, catalog.ErrNotFound) {
+			return nil, false, fmt.Errorf("backup %q not found", name)
+		} else if err != nil {
+			return nil, false, err
+		}
+		switch r.Phase {
+		case catalog.PhaseActive:
+			return nil, false, fmt.Errorf("backup %s has no deletion scheduled", name)
+		case catalog.PhaseDeleting:
+			return nil, false, fmt.Errorf("backup %s is already being deleted (since %s): its plugins have acted, so it cannot be undeleted",
+				name, r.DeletionTimestamp.Local().Format(time.RFC3339))
+		}
+		b, err := backup.FromResource(r)
+		if err != nil {
+			return nil, false, err
+		}
+		if b.Spec.ExpiresAt == nil || b.Spec.ExpiresAt.After(now) {
+			r, err = st.Undelete(ctx, r.Key(), actor, "undelete requested")
+			return r, false, err
+		}
+		b.Spec.ExpiresAt, b.Spec.TTL = nil, 0
+		if r.Annotations == nil {
+			r.Annotations = map[string]string{}
+		}
+		r.Annotations[AnnotationTTLCleared] = now.UTC().Format(time.RFC3339)
+		if err := b.Encode(); err != nil {
+			return nil, false, err
+		}
+		if _, err = st.Update(catalog.WithActor(ctx, actor), r); errors.Is(err, catalog.ErrConflict) {
+			continue
+		} else if err != nil {
+			return nil, false, err
+		}
+		r, err = st.Undelete(ctx, r.Key(), actor, "undelete requested; the expired TTL was removed")
+		return r, true, err
 	}
-	if b.Resource.Phase == catalog.PhaseDeleting {
-		return nil, fmt.Errorf("backup %s is already being deleted (since %s): its plugins have run, so it cannot be undeleted",
-			name, b.Resource.DeletionTimestamp.Format(time.RFC3339))
-	}
-	return d.cfg.Store.Undelete(ctx, b.Resource.Key(), cmp.Or(actor, "cli"), "undelete requested")
+	return nil, false, fmt.Errorf("backup %s: %w", name, catalog.ErrConflict)
 }
 
 func (d *Deleter) get(ctx context.Context, name string) (*backup.Backup, error) {

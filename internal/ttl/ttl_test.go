@@ -13,6 +13,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/catalog/drivers"
+	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/ttl"
 )
 
@@ -107,6 +108,47 @@ func TestNonActiveBackupsAreNotRequested(t *testing.T) {
 		t.Fatalf("a backup already Scheduled must not be requested again: %s", name)
 	case <-time.After(200 * time.Millisecond):
 	}
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// TestUndeleteOfAnExpiredBackupSticks: the TTL requested the deletion
+// (grace window), the user undeletes it: it must not be requested again,
+// and it no longer expires.
+func TestUndeleteOfAnExpiredBackupSticks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	defer st.Close()
+	addBackup(t, st, "old", time.Now().Add(-time.Hour))
+
+	requested := make(chan string, 10)
+	c, err := ttl.New(&ttl.Config{Store: st, Request: func(ctx context.Context, name string) error {
+		_, err := st.Schedule(ctx, backup.Key(name), catalog.ScheduleOptions{Delay: time.Hour, Actor: "ttl"})
+		requested <- name
+		return err
+	}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	require.Equal(t, "old", <-requested)
+
+	_, cleared, err := deletion.Undelete(ctx, st, "old", "cli:carol", time.Now())
+	require.NoError(t, err)
+	require.True(t, cleared)
+	select {
+	case name := <-requested:
+		t.Fatalf("the undeleted backup %s was requested again", name)
+	case <-time.After(300 * time.Millisecond):
+	}
+	r, err := st.Get(ctx, backup.Key("old"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, r.Phase)
+	b, err := backup.FromResource(r)
+	require.NoError(t, err)
+	require.Nil(t, b.Spec.ExpiresAt)
+	require.Contains(t, r.Annotations, deletion.AnnotationTTLCleared)
 	cancel()
 	require.NoError(t, <-done)
 }
