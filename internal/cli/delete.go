@@ -104,8 +104,13 @@ failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 		var total int64
 		if opts.ForcePurge && !dryRun {
 			if !yes {
-				ok, err := a.confirm(fmt.Sprintf("Backup %s is stuck with %d failed or blocked items. --force retries them once, "+
-					"then purges the backup anyway: whatever those items created outside may be left behind. Continue?", name, stuckItems))
+				q := fmt.Sprintf("Backup %s is stuck with %d failed or blocked items. --force retries them once, "+
+					"then purges the backup anyway: whatever those items created outside may be left behind. Continue?", name, stuckItems)
+				if stuckItems == 0 {
+					q = fmt.Sprintf("Backup %s is stuck: its tarball is gone from storage, so its plugins cannot finish. "+
+						"--force purges the record anyway: whatever its items created outside may be left behind. Continue?", name)
+				}
+				ok, err := a.confirm(q)
 				if err != nil {
 					return err
 				}
@@ -129,6 +134,9 @@ failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 				a.printPlan(plan)
 				if opts.ForcePurge {
 					fmt.Fprintf(a.s.Out, "--force: %d items are failed or blocked; they would be retried once, and the backup purged even if they still fail.\n", stuckItems)
+				}
+				if opts.ForcePurge && stuckItems == 0 {
+					fmt.Fprintln(a.s.Out, "--force: the tarball is gone from storage; the record would be purged anyway.")
 				}
 				return nil
 			}

@@ -189,18 +189,30 @@ type Report struct {
 
 func (d *Deleter) now() time.Time { return d.cfg.Now().UTC() }
 
-// Stuck reports whether the named backup is Deleting with failed or
-// blocked items left by an earlier run.
+// ErrTarballMissing: a backup's tarball is not in storage.
+var ErrTarballMissing = errors.New("tarball missing")
+
+// Stuck reports whether the named backup is Deleting and cannot finish on
+// its own: failed or blocked items left by an earlier run (how many), or
+// its tarball gone from storage while plugins still had to run.
 func (d *Deleter) Stuck(ctx context.Context, name string) (bool, int, error) {
 	b, err := d.get(ctx, name)
 	if err != nil || b.Resource.Phase != catalog.PhaseDeleting {
 		return false, 0, err
 	}
 	_, rows, err := d.cfg.Store.LoadProgress(ctx, b.Resource.UID)
-	if errors.Is(err, catalog.ErrNotFound) {
-		return false, 0, nil
+	if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		return false, 0, err
 	}
-	return len(rows) > 0, len(rows), err
+	if len(rows) > 0 {
+		return true, len(rows), nil
+	}
+	if slices.Contains(b.Resource.Finalizers, catalog.FinalizerDeleteActions) {
+		if _, err := d.cfg.Blobs.Stat(ctx, b.Spec.StorageKey); errors.Is(err, blobstore.ErrNotFound) {
+			return true, 0, nil
+		}
+	}
+	return false, 0, nil
 }
 
 // Holder is the name this Deleter uses in leases.
@@ -364,7 +376,7 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 	open := func() (io.ReadCloser, error) {
 		rc, err := d.cfg.Blobs.Open(ctx, b.Spec.StorageKey)
 		if errors.Is(err, blobstore.ErrNotFound) {
-			return nil, fmt.Errorf("backup %s: tarball %s not found in %s", b.Name(), b.Spec.StorageKey, d.cfg.Blobs.URL())
+			return nil, fmt.Errorf("backup %s: %w: %s not found in %s", b.Name(), ErrTarballMissing, b.Spec.StorageKey, d.cfg.Blobs.URL())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("backup %s: %w", b.Name(), err)

@@ -594,3 +594,29 @@ func TestTimerDoesNotDeleteAnUndeletedBackup(t *testing.T) {
 	require.Equal(t, catalog.PhaseActive, r.Phase)
 	require.Empty(t, e.lines())
 }
+
+// TestForcePurgeWhenTheTarballIsGone: a Deleting backup whose tarball
+// vanished (removed outside Lethe, or a crash between removing it and
+// purging the record) is stuck until forced, and then purged.
+func TestForcePurgeWhenTheTarballIsGone(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("gone", items(6), archivetest.Options{}, nil)
+	require.NoError(t, os.WriteFile(filepath.Join(e.blockDir, "item-1.fail"), nil, 0o600))
+	rep, err := e.del.Delete(e.ctx, "gone", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result)
+	require.NoError(t, e.blobs.Delete(e.ctx, backup.StorageKey("gone")))
+
+	_, err = e.del.Delete(e.ctx, "gone", deletion.Options{})
+	require.ErrorIs(t, err, deletion.ErrTarballMissing)
+	stuck, _, err := e.del.Stuck(e.ctx, "gone")
+	require.NoError(t, err)
+	require.True(t, stuck)
+
+	rep, err = e.del.Delete(e.ctx, "gone", deletion.Options{Force: true, ForcePurge: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	require.True(t, rep.Forced)
+	require.Equal(t, 1, rep.UnsettledCount)
+	e.requirePurged("gone")
+}

@@ -173,6 +173,17 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 
 	if slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
 		sum, err := d.validate(ctx, b)
+		if errors.Is(err, ErrTarballMissing) && opts.ForcePurge {
+			// Nothing left to give the plugins: the forced purge abandons
+			// whatever they had not finished.
+			d.log.Warn("force-purging a backup whose tarball is gone", "backup", r.Name)
+			rep.Forced = true
+			if p, rows, lerr := d.cfg.Store.LoadProgress(ctx, r.UID); lerr == nil {
+				rep.TotalItems, rep.Counts, rep.UnsettledCount = p.TotalItems, p.Counts, len(rows)
+				rep.Unsettled = rows[:min(len(rows), maxReportedUnsettled)]
+			}
+			return d.purge(ctx, b, rep, opts)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +210,13 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 		rep.TotalItems, rep.Counts = p.TotalItems, p.Counts
 	}
 
-	// Every plugin action is finished: remove the tarball, then the record.
+	return d.purge(ctx, b, rep, opts)
+}
+
+// purge removes the tarball, then the record (leaving a tombstone), once
+// every plugin action is finished or the operator forced it.
+func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts Options) (*Report, error) {
+	r := b.Resource
 	location := d.cfg.Blobs.URL() + "/" + b.Spec.StorageKey
 	if err := d.cfg.Blobs.Delete(ctx, b.Spec.StorageKey); err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 		return nil, fmt.Errorf("backup %s: removing tarball %s: %w", r.Name, location, err)
