@@ -398,7 +398,7 @@ func TestLeaseOfADeadLocalProcessIsTakenOver(t *testing.T) {
 	cmd := exec.Command("true")
 	require.NoError(t, cmd.Run())
 	host, _ := os.Hostname()
-	e.leaseHeldBy("nightly", fmt.Sprintf("%s pid %d", host, cmd.Process.Pid)) // exited
+	e.leaseHeldBy("nightly", fmt.Sprintf("%s pid %d ns %s", host, cmd.Process.Pid, nsOfThisProcess(t))) // exited
 
 	rep, err := e.del.Delete(e.ctx, "nightly", deletion.Options{})
 	require.NoError(t, err)
@@ -619,4 +619,11 @@ func TestForcePurgeWhenTheTarballIsGone(t *testing.T) {
 	require.True(t, rep.Forced)
 	require.Equal(t, 1, rep.UnsettledCount)
 	e.requirePurged("gone")
+}
+
+func nsOfThisProcess(t *testing.T) string {
+	t.Helper()
+	link, err := os.Readlink("/proc/self/ns/pid")
+	require.NoError(t, err)
+	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
 }

@@ -13,25 +13,49 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 )
 
-// defaultHolder names this process in leases: "<host> pid <pid>".
+// defaultHolder names this process in leases: "<host> pid <pid>", with
+// " ns <inode>" of its PID namespace where Linux says, since containers
+// with host networking share a hostname but not their PIDs.
 func defaultHolder() string {
 	host, _ := os.Hostname()
 	if host == "" {
 		host = "localhost"
 	}
-	return fmt.Sprintf("%s pid %d", host, os.Getpid())
+	h := fmt.Sprintf("%s pid %d", host, os.Getpid())
+	if ns := pidNamespace(); ns != "" {
+		h += " ns " + ns
+	}
+	return h
+}
+
+// pidNamespace is the inode of this process's PID namespace, or "".
+func pidNamespace() string {
+	link, err := os.Readlink("/proc/self/ns/pid") // "pid:[4026531836]"
+	if err != nil {
+		return ""
+	}
+	ino := strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+	if _, err := strconv.ParseUint(ino, 10, 64); err != nil {
+		return ""
+	}
+	return ino
 }
 
 // deadLocalHolder reports whether a lease holder named by defaultHolder is
-// a process of this host that no longer exists. A live process, a process
-// of another host, or a name in another form is never taken for dead.
+// a process of this host and PID namespace that no longer exists. A live
+// process, one of another host or namespace, or a name in another form is
+// never taken for dead.
 func deadLocalHolder(holder string) bool {
-	host, pidText, ok := strings.Cut(holder, " pid ")
+	host, rest, ok := strings.Cut(holder, " pid ")
 	if !ok {
 		return false
 	}
 	me, _ := os.Hostname()
 	if host != me {
+		return false
+	}
+	pidText, ns, hasNS := strings.Cut(rest, " ns ")
+	if mine := pidNamespace(); !hasNS || mine == "" || ns != mine {
 		return false
 	}
 	pid, err := strconv.Atoi(pidText)

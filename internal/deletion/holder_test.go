@@ -12,7 +12,10 @@ import (
 
 func TestDeadLocalHolder(t *testing.T) {
 	host, _ := os.Hostname()
-	holder := func(pid int) string { return fmt.Sprintf("%s pid %d", host, pid) }
+	ns := pidNamespace()
+	require.NotEmpty(t, ns, "Linux names the PID namespace")
+	holder := func(pid int) string { return fmt.Sprintf("%s pid %d ns %s", host, pid, ns) }
+	require.Equal(t, holder(os.Getpid()), defaultHolder())
 
 	live := exec.Command("sleep", "60")
 	require.NoError(t, live.Start())
@@ -27,4 +30,7 @@ func TestDeadLocalHolder(t *testing.T) {
 	require.False(t, deadLocalHolder(holder(os.Getpid())), "this process is alive")
 	require.False(t, deadLocalHolder("other.example pid 1"), "another host's process is never presumed dead")
 	require.False(t, deadLocalHolder("not a holder name"))
+	require.False(t, deadLocalHolder(fmt.Sprintf("%s pid %d ns 1", host, live.Process.Pid)),
+		"a process of another PID namespace (a container sharing the hostname) is never presumed dead")
+	require.False(t, deadLocalHolder(fmt.Sprintf("%s pid %d", host, live.Process.Pid)), "without a namespace, never presumed dead")
 }

@@ -153,6 +153,7 @@ func TestCrashResume(t *testing.T) {
 			// Held by the run just killed, or by an earlier one if this
 			// run died before it claimed the lease.
 			_, pid, _ := strings.Cut(w.Holder, " pid ")
+			pid, _, _ = strings.Cut(pid, " ns ")
 			require.Contains(t, killed, pid, "the lease is held by %q, not by a killed lethe %v", w.Holder, killed)
 			require.LessOrEqual(t, time.Until(w.LeaseExpiresAt), leaseTTL+time.Second)
 			deadLeases++
@@ -240,7 +241,7 @@ func waitForFile(t *testing.T, p *proc, path string) {
 	t.Fatalf("%s did not appear in 30s", path)
 }
 
-var leaseMsg = regexp.MustCompile(`^Error: backup (\S+) is already being deleted by (\S+) pid (\d+) \(lease until (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\)$`)
+var leaseMsg = regexp.MustCompile(`^Error: backup (\S+) is already being deleted by (\S+) pid (\d+)(?: ns \d+)? \(lease until (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\)$`)
 
 // TestNoDoubleRun is issue 5 point 5: two deletions of one backup at once;
 // one does the work, the other names the lease holder and the time.
