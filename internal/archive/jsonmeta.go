@@ -167,23 +167,29 @@ func (p *metaParser) topObject(m *objectMeta) error {
 		case "kind":
 			return p.strField(&m.kind, &seenKind, "kind")
 		case "metadata":
-			if seenMeta {
-				return p.errf(`duplicate key "metadata"`)
-			}
-			seenMeta = true
-			if p.i < len(p.b) && p.b[p.i] == '{' {
-				return p.metadata(m)
-			}
-			if p.i < len(p.b) && p.b[p.i] == 'n' {
-				return p.value(1)
-			}
-			if err := p.value(1); err != nil {
-				return err
-			}
-			return errors.New("metadata is not an object")
+			return p.objectField(&seenMeta, "metadata", 1, func() error { return p.metadata(m) })
 		}
 		return p.value(1)
 	})
+}
+
+// objectField reads the value of a key that must hold an object (or null):
+// read parses the object; a repeated key or any other value is an error.
+func (p *metaParser) objectField(seen *bool, name string, depth int, read func() error) error {
+	if *seen {
+		return p.errf(`duplicate key "` + name + `"`)
+	}
+	*seen = true
+	if p.i < len(p.b) && p.b[p.i] == '{' {
+		return read()
+	}
+	if p.i < len(p.b) && p.b[p.i] == 'n' {
+		return p.value(depth)
+	}
+	if err := p.value(depth); err != nil {
+		return err
+	}
+	return errors.New(name + " is not an object")
 }
 
 func (p *metaParser) metadata(m *objectMeta) error {
@@ -195,20 +201,7 @@ func (p *metaParser) metadata(m *objectMeta) error {
 		case "namespace":
 			return p.strField(&m.namespace, &seenNS, "metadata.namespace")
 		case "labels":
-			if seenLabels {
-				return p.errf(`duplicate key "metadata.labels"`)
-			}
-			seenLabels = true
-			if p.i < len(p.b) && p.b[p.i] == '{' {
-				return p.labels(m)
-			}
-			if p.i < len(p.b) && p.b[p.i] == 'n' {
-				return p.value(2)
-			}
-			if err := p.value(2); err != nil {
-				return err
-			}
-			return errors.New("metadata.labels is not an object")
+			return p.objectField(&seenLabels, "metadata.labels", 2, func() error { return p.labels(m) })
 		}
 		return p.value(2)
 	})
