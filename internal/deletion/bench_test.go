@@ -15,14 +15,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lethehq/lethe/internal/archive"
 	"github.com/lethehq/lethe/internal/archive/archivetest"
-	"github.com/lethehq/lethe/internal/backup"
-	"github.com/lethehq/lethe/internal/blobstore"
-	"github.com/lethehq/lethe/internal/catalog"
-	"github.com/lethehq/lethe/internal/catalog/drivers"
 	"github.com/lethehq/lethe/internal/deletion"
-	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/deletion/deletiontest"
 )
 
 // benchTarball returns a gzip tarball of n generated items of ~1 KiB, made
@@ -42,52 +37,20 @@ func benchTarball(b *testing.B, n int) string {
 	return path
 }
 
-// benchEnv is a SQLite catalog, a file storage and the out-of-process noop
-// plugin.
-type benchEnv struct {
-	store catalog.Store
-	blobs blobstore.Store
-	del   *deletion.Deleter
+// newBenchEnv is a SQLite catalog, a file storage and the out-of-process
+// noop plugin.
+func newBenchEnv(b *testing.B) *deletiontest.Env {
+	b.Helper()
+	return deletiontest.New(b, deletiontest.Options{Plugins: []string{noopBin}})
 }
 
-func newBenchEnv(b *testing.B) *benchEnv {
+// addTarball registers the backup name from a tarball file.
+func addTarball(b *testing.B, e *deletiontest.Env, name, tarball string) {
 	b.Helper()
-	ctx := context.Background()
-	dir := b.TempDir()
-	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(dir, "lethe.db"), nil)
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = st.Close() })
-	bl, err := blobstore.Open(ctx, "file://"+filepath.Join(dir, "storage"))
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = bl.Close() })
-	pdir := filepath.Join(dir, "plugins")
-	require.NoError(b, os.MkdirAll(pdir, 0o750))
-	require.NoError(b, os.Link(noopBin, filepath.Join(pdir, "noop")))
-	h, err := pluginhost.New(&pluginhost.Config{Dir: pdir})
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = h.Close() })
-	del, err := deletion.New(&deletion.Config{Store: st, Blobs: bl, Plugins: deletion.HostPlugins(h)})
-	require.NoError(b, err)
-	return &benchEnv{store: st, blobs: bl, del: del}
-}
-
-func (e *benchEnv) add(b *testing.B, name, tarball string) {
-	b.Helper()
-	ctx := context.Background()
 	f, err := os.Open(tarball)
 	require.NoError(b, err)
 	defer f.Close()
-	sum, err := archive.Validate(f, archive.Limits{})
-	require.NoError(b, err)
-	_, err = f.Seek(0, 0)
-	require.NoError(b, err)
-	key := backup.StorageKey(name)
-	require.NoError(b, e.blobs.Put(ctx, key, f))
-	bk := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: name},
-		Spec: backup.Spec{StorageKey: key, Digest: sum.Digest, Items: sum.Items}}
-	require.NoError(b, bk.Encode())
-	_, err = e.store.Create(ctx, bk.Resource)
-	require.NoError(b, err)
+	e.AddBackup(name, f, nil, nil)
 }
 
 // BenchmarkDeleteBackup is DESIGN §8 row 1: a backup of 200k items of
@@ -103,10 +66,10 @@ func BenchmarkDeleteBackup(b *testing.B) {
 	for i := range b.N {
 		b.StopTimer()
 		name := fmt.Sprintf("bench-%d", i)
-		e.add(b, name, tarball)
+		addTarball(b, e, name, tarball)
 		b.StartTimer()
 		start := time.Now()
-		rep, err := e.del.Delete(ctx, name, deletion.Options{Force: true})
+		rep, err := e.Deleter.Delete(ctx, name, deletion.Options{Force: true})
 		elapsed += time.Since(start)
 		require.NoError(b, err)
 		require.Equal(b, deletion.ResultPurged, rep.Result)
@@ -122,11 +85,7 @@ var letheBin = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "lethe")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lethe").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("building lethe: %v: %s", err, out)
-	}
-	return bin, nil
+	return bin, deletiontest.Build(bin, "../../cmd/lethe")
 })
 
 // watchHWM polls a process's VmHWM (peak resident set of its current image,

@@ -14,14 +14,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lethehq/lethe/internal/archive"
 	"github.com/lethehq/lethe/internal/archive/archivetest"
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/blobstore/s3test"
 	"github.com/lethehq/lethe/internal/catalog"
-	"github.com/lethehq/lethe/internal/catalog/drivers"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/deletion/deletiontest"
 	"github.com/lethehq/lethe/internal/pluginhost"
 )
 
@@ -37,9 +36,8 @@ func TestMain(m *testing.M) {
 	recorderBin = filepath.Join(dir, "recorder")
 	noopBin = filepath.Join(dir, "noop")
 	for bin, pkg := range map[string]string{recorderBin: "./testdata/recorder", noopBin: "../../plugins/noop"} {
-		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+		if err := deletiontest.Build(bin, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
@@ -57,6 +55,7 @@ const (
 type env struct {
 	t        *testing.T
 	ctx      context.Context
+	pe       *deletiontest.Env
 	store    catalog.Store
 	blobs    blobstore.Store
 	host     *pluginhost.Host
@@ -83,32 +82,13 @@ func newEnvWithStorage(t *testing.T, storageURL string) *env {
 	t.Setenv("LETHE_RECORD_FILE", e.record)
 	t.Setenv("LETHE_RECORD_CONTROL_DIR", e.blockDir)
 
-	st, err := drivers.Open(e.ctx, "sqlite://"+filepath.Join(dir, "lethe.db"), &catalog.Config{Now: e.clock})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	e.store = st
-
-	if storageURL == "" {
-		storageURL = "file://" + filepath.Join(dir, "storage")
-	}
-	bl, err := blobstore.Open(e.ctx, storageURL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = bl.Close() })
-	e.blobs = bl
-
-	pdir := filepath.Join(dir, "plugins")
-	require.NoError(t, os.MkdirAll(pdir, 0o750))
-	require.NoError(t, os.Link(recorderBin, filepath.Join(pdir, "recorder")))
-	h, err := pluginhost.New(&pluginhost.Config{Dir: pdir})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = h.Close() })
-	e.host = h
-
-	e.del, err = deletion.New(&deletion.Config{
-		Store: st, Blobs: bl, Plugins: deletion.HostPlugins(h), Now: e.clock,
-		CheckpointEvery: 50,
+	pe := deletiontest.New(t, deletiontest.Options{
+		Plugins:    []string{recorderBin},
+		StorageURL: storageURL,
+		Catalog:    &catalog.Config{Now: e.clock},
+		Deletion:   func(c *deletion.Config) { c.CheckpointEvery = 50 },
 	})
-	require.NoError(t, err)
+	e.pe, e.store, e.blobs, e.host, e.del = pe, pe.Store, pe.Blobs, pe.Host, pe.Deleter
 	return e
 }
 
@@ -142,15 +122,7 @@ func (e *env) addBackup(name string, specs []archivetest.ItemSpec, opts archivet
 
 func (e *env) addRawBackup(name string, tarball []byte, annotations map[string]string) {
 	e.t.Helper()
-	spec := backup.Spec{StorageKey: backup.StorageKey(name), Size: int64(len(tarball))}
-	if sum, err := archive.Validate(bytes.NewReader(tarball), archive.Limits{}); err == nil {
-		spec.Digest, spec.Items, spec.CopyOnlyItems = sum.Digest, sum.Items, sum.CopyOnlyItems
-	}
-	require.NoError(e.t, e.blobs.Put(e.ctx, spec.StorageKey, bytes.NewReader(tarball)))
-	b := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: name, Annotations: annotations}, Spec: spec}
-	require.NoError(e.t, b.Encode())
-	_, err := e.store.Create(e.ctx, b.Resource)
-	require.NoError(e.t, err)
+	e.pe.AddBackup(name, bytes.NewReader(tarball), annotations, nil)
 }
 
 // lines returns the recorder's lines, each "<plugin>\t<item key>".

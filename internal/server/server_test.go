@@ -5,21 +5,17 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lethehq/lethe/internal/archive"
 	"github.com/lethehq/lethe/internal/archive/archivetest"
 	"github.com/lethehq/lethe/internal/backup"
-	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
-	"github.com/lethehq/lethe/internal/catalog/drivers"
 	"github.com/lethehq/lethe/internal/deletion"
-	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/deletion/deletiontest"
 	"github.com/lethehq/lethe/internal/server"
 )
 
@@ -31,8 +27,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	noopBin = filepath.Join(dir, "noop")
-	if out, err := exec.Command("go", "build", "-o", noopBin, "../../plugins/noop").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building noop: %v\n%s", err, out)
+	if err := deletiontest.Build(noopBin, "../../plugins/noop"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -41,45 +37,25 @@ func TestMain(m *testing.M) {
 }
 
 type env struct {
+	pe  *deletiontest.Env
 	st  catalog.Store
-	bl  blobstore.Store
 	del *deletion.Deleter
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(dir, "c.db"), &catalog.Config{PollInterval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	bl, err := blobstore.Open(ctx, "file://"+filepath.Join(dir, "storage"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = bl.Close() })
-	pdir := filepath.Join(dir, "plugins")
-	require.NoError(t, os.MkdirAll(pdir, 0o750))
-	require.NoError(t, os.Link(noopBin, filepath.Join(pdir, "noop")))
-	h, err := pluginhost.New(&pluginhost.Config{Dir: pdir})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = h.Close() })
-	del, err := deletion.New(&deletion.Config{Store: st, Blobs: bl, Plugins: deletion.HostPlugins(h)})
-	require.NoError(t, err)
-	return &env{st: st, bl: bl, del: del}
+	pe := deletiontest.New(t, deletiontest.Options{
+		Plugins: []string{noopBin},
+		Catalog: &catalog.Config{PollInterval: 20 * time.Millisecond},
+	})
+	return &env{pe: pe, st: pe.Store, del: pe.Deleter}
 }
 
 func (e *env) add(t *testing.T, name string, expires *time.Time, annotations map[string]string) {
 	t.Helper()
 	var buf bytes.Buffer
 	require.NoError(t, archivetest.WriteN(&buf, 20, 200))
-	sum, err := archive.Validate(bytes.NewReader(buf.Bytes()), archive.Limits{})
-	require.NoError(t, err)
-	key := backup.StorageKey(name)
-	require.NoError(t, e.bl.Put(context.Background(), key, &buf))
-	b := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: name, Annotations: annotations},
-		Spec: backup.Spec{StorageKey: key, Digest: sum.Digest, Items: sum.Items, ExpiresAt: expires}}
-	require.NoError(t, b.Encode())
-	_, err = e.st.Create(context.Background(), b.Resource)
-	require.NoError(t, err)
+	e.pe.AddBackup(name, &buf, annotations, expires)
 }
 
 // waitPurged waits, a bounded number of times, for the backup's tombstone.
