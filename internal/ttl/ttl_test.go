@@ -31,6 +31,15 @@ func (c *countingStore) List(ctx context.Context, o catalog.ListOptions) (*catal
 	return c.Store.List(ctx, o)
 }
 
+// openStore opens a SQLite catalog in the test's temp dir, closed at the end.
+func openStore(t *testing.T) catalog.Store {
+	t.Helper()
+	st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
 func addBackup(t *testing.T, st catalog.Store, name string, expires time.Time) {
 	t.Helper()
 	b := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: name},
@@ -43,17 +52,14 @@ func addBackup(t *testing.T, st catalog.Store, name string, expires time.Time) {
 func TestExpiredBackupsAreRequestedFromTheIndexWithoutScans(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	raw, err := drivers.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond})
-	require.NoError(t, err)
-	defer raw.Close()
-	st := &countingStore{Store: raw}
+	st := &countingStore{Store: openStore(t)}
 
 	now := time.Now()
 	addBackup(t, st, "expired", now.Add(-time.Hour))
 	addBackup(t, st, "later", now.Add(time.Hour))
 	noTTL := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: "forever"}}
 	require.NoError(t, noTTL.Encode())
-	_, err = st.Create(ctx, noTTL.Resource)
+	_, err := st.Create(ctx, noTTL.Resource)
 	require.NoError(t, err)
 
 	requested := make(chan string, 10)
@@ -86,11 +92,9 @@ func TestExpiredBackupsAreRequestedFromTheIndexWithoutScans(t *testing.T) {
 func TestNonActiveBackupsAreNotRequested(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond})
-	require.NoError(t, err)
-	defer st.Close()
+	st := openStore(t)
 	addBackup(t, st, "scheduled", time.Now().Add(-time.Minute))
-	_, err = st.Schedule(ctx, backup.Key("scheduled"), catalog.ScheduleOptions{Delay: time.Hour, Actor: "t"})
+	_, err := st.Schedule(ctx, backup.Key("scheduled"), catalog.ScheduleOptions{Delay: time.Hour, Actor: "t"})
 	require.NoError(t, err)
 	addBackup(t, st, "active", time.Now().Add(-time.Minute))
 
@@ -118,9 +122,7 @@ func TestNonActiveBackupsAreNotRequested(t *testing.T) {
 func TestUndeleteOfAnExpiredBackupSticks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond})
-	require.NoError(t, err)
-	defer st.Close()
+	st := openStore(t)
 	addBackup(t, st, "old", time.Now().Add(-time.Hour))
 
 	requested := make(chan string, 10)
