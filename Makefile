@@ -28,6 +28,10 @@ demo: build ## run Lethe's main job end to end on the embedded defaults
 test: ## run every test (-race); PostgreSQL tests need LETHE_TEST_POSTGRES_URL
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+.PHONY: mutants
+mutants: ## check that each invariant's test catches its mutation (mutants/*.patch)
+	bash mutants/run.sh
+
 .PHONY: bench
 bench: ## run the benchmarks (BENCH=regexp BENCHTIME=3x BENCHPKGS=./internal/...)
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem -timeout 60m $(BENCHPKGS)
@@ -37,20 +41,22 @@ generate: ## regenerate the protobuf code with buf
 	$(TOOL) buf generate
 
 .PHONY: verify
-# `go mod tidy` cannot run here: it needs the test-only dependencies of our
-# dependencies, and the module proxy refuses one of them (a recent
-# github.com/google/pprof pseudo-version that modernc.org/sqlite's tests use).
-# `go mod verify` checks the module cache against go.sum instead.
-verify: generate ## regenerate code and fail on any diff; verify modules
+# `go mod tidy -diff` prints what tidy would change and fails without writing;
+# `go mod verify` checks the module cache against go.sum.
+verify: generate ## regenerate code and fail on any diff; check go.mod is tidy; verify modules
 	$(TOOL) buf lint
 	@git diff --exit-code -- proto || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- proto)" || { echo "untracked generated files: run 'make generate' and commit"; git status --porcelain -- proto; exit 1; }
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit"; exit 1; }
+	@cd tools && $(GO) mod tidy -diff || { echo "tools/go.mod is not tidy: run 'cd tools && go mod tidy' and commit"; exit 1; }
 	$(GO) mod verify
 
 .PHONY: lint
-lint: ## gofmt, go vet and buf lint
+# golangci-lint (pinned in tools/go.mod, configured in .golangci.yml) runs
+# go vet among its linters.
+lint: ## gofmt, golangci-lint and buf lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	$(GO) vet ./...
+	$(TOOL) golangci-lint run ./...
 	$(TOOL) buf lint
 
 .PHONY: clean

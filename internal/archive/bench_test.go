@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 	// the tests.
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		for _, p := range benchFiles {
-			os.RemoveAll(filepath.Dir(p)) //nolint:errcheck // best-effort cleanup
+			os.RemoveAll(filepath.Dir(p)) // best-effort cleanup
 		}
 		os.Exit(code)
 	}))

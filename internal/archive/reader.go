@@ -179,12 +179,16 @@ func (r *Reader) SkipLabels() { r.noLabels = true }
 func (r *Reader) Digest() string { return r.src.digest() }
 
 // Close releases the decompressor. It is safe to call more than once, and
-// after Next has returned an error.
+// after Next has returned an error. It returns once the read-ahead goroutine
+// has stopped reading the source, so the caller may close the source next:
+// the source's Read must return when the caller cancels it, as blob and file
+// readers do.
 func (r *Reader) Close() error {
 	if r.err == nil {
 		r.err = errors.New("archive: reader closed")
 	}
 	r.release()
+	<-r.ra.exited
 	return nil
 }
 
@@ -358,7 +362,7 @@ func (r *Reader) readItem(name string, hdr *tar.Header) (*Item, error) {
 	}
 
 	r.keyBuf = append(append(append(append(append(r.keyBuf[:0], ip.gr...), 0), ip.namespace...), 0), ip.name...)
-	fp := fingerprint{h1: maphash.Bytes(r.seed1, r.keyBuf), h2: uint32(maphash.Bytes(r.seed2, r.keyBuf))}
+	fp := fingerprint{h1: maphash.Bytes(r.seed1, r.keyBuf), h2: uint32(maphash.Bytes(r.seed2, r.keyBuf))} //nolint:gosec // a second hash: truncating it is the point
 	sl := r.keys.get(fp.h1, fp.h2)
 	prev := sl.bits
 	if prev&bit != 0 {

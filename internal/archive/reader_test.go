@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -147,5 +148,45 @@ func TestCloseStopsItsGoroutine(t *testing.T) {
 	require.NoError(t, rd.Close())
 	_, err = rd.Next()
 	require.Error(t, err)
+	goleak.VerifyNone(t)
+}
+
+// gatedSource serves data in 64-byte reads. Its second Read, the first
+// one after NewReader's own peek, reports on entered and waits for gate.
+type gatedSource struct {
+	r       io.Reader
+	reads   int
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (s *gatedSource) Read(p []byte) (int, error) {
+	s.reads++
+	if s.reads == 2 {
+		close(s.entered)
+		<-s.gate
+	}
+	return s.r.Read(p[:min(len(p), 64)])
+}
+
+// TestCloseWaitsForTheSourceRead pins that Close returns only once the
+// read-ahead goroutine has left the source's Read, so a caller may close
+// the source right after Close without racing it (a blob reader's Close
+// and Read are not safe together).
+func TestCloseWaitsForTheSourceRead(t *testing.T) {
+	data := build(t, specs(2000), archivetest.Options{})
+	src := &gatedSource{r: bytes.NewReader(data), entered: make(chan struct{}), gate: make(chan struct{})}
+	rd, err := archive.NewReader(src, archive.Limits{})
+	require.NoError(t, err)
+	<-src.entered // the read-ahead goroutine is inside Read
+	closed := make(chan struct{})
+	go func() { _ = rd.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the source was still being read")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(src.gate)
+	<-closed
 	goleak.VerifyNone(t)
 }

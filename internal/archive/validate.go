@@ -24,11 +24,18 @@ type Summary struct {
 // Validate reads the whole tarball, checking everything Reader checks, and
 // summarises it. It returns the first *Error, or a source read error.
 func Validate(r io.Reader, lim Limits) (*Summary, error) {
+	return ValidateVisit(r, lim, nil)
+}
+
+// ValidateVisit is Validate that also hands every item to visit, in the
+// same pass (registration counts the items each plugin selects this way).
+// visit must not keep the item after it returns. A nil visit is Validate.
+func ValidateVisit(r io.Reader, lim Limits, visit func(*Item)) (*Summary, error) {
 	rd, err := NewReader(r, lim)
 	if err != nil {
 		return nil, err
 	}
-	defer rd.Close() //nolint:errcheck // Close never fails
+	defer rd.Close() // Close never fails
 	s := &Summary{ByResource: make(map[string]int64)}
 	for {
 		it, err := rd.Next()
@@ -40,6 +47,9 @@ func Validate(r io.Reader, lim Limits) (*Summary, error) {
 		}
 		s.Items++
 		s.ByResource[it.GroupResource()]++
+		if visit != nil {
+			visit(it)
+		}
 	}
 	s.Copies = rd.copies
 	s.CopyOnlyItems = rd.copyOnly

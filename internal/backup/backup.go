@@ -21,6 +21,13 @@ const Kind = "Backup"
 type Spec struct {
 	// StorageKey is the tarball's key in the backup storage.
 	StorageKey string `json:"storageKey"`
+
+	// StorageLocation is the storage URL the backup was registered in, as
+	// configured, with any password removed. Deletion uses it, whatever
+	// --storage says then; empty for backups registered before it was
+	// recorded (the configured storage is used).
+	StorageLocation string `json:"storageLocation,omitempty"`
+
 	// Size is the tarball's size in bytes; Digest its sha256, hex.
 	Size   int64  `json:"size"`
 	Digest string `json:"digest"`
@@ -32,7 +39,26 @@ type Spec struct {
 	// TTL is how long the backup lives after creation; zero: forever.
 	TTL       Duration   `json:"ttl,omitzero"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// ExpectedPlugins are the plugins installed at registration that
+	// select at least one of the backup's items, with how many and a few
+	// samples. A deletion refuses to start while one of them is missing.
+	// An empty map records that no plugin selected anything; nil (never
+	// written) marks a backup registered before Lethe recorded them.
+	ExpectedPlugins map[string]ExpectedPlugin `json:"expectedPlugins"`
 }
+
+// ExpectedPlugin is one plugin's share of a backup, recorded at
+// registration.
+type ExpectedPlugin struct {
+	// Items is how many of the backup's items the plugin selects.
+	Items int64 `json:"items"`
+	// Samples are a few of those items' keys.
+	Samples []string `json:"samples,omitempty"`
+}
+
+// ExpectedRecorded reports whether the backup's expected plugins were
+// recorded at registration (false for backups registered before that).
+func (s *Spec) ExpectedRecorded() bool { return s.ExpectedPlugins != nil }
 
 // Status is what the deletion pipeline reports.
 type Status struct {
@@ -97,11 +123,21 @@ func (b *Backup) Name() string { return b.Resource.Name }
 // Key returns the catalog key of the backup named name.
 func Key(name string) catalog.Key { return catalog.Key{Kind: Kind, Name: name} }
 
-// StorageKey is where a backup's tarball lives in storage, in Velero's
-// layout: backups/<name>/<name>.tar.gz.
-func StorageKey(name string) string { return "backups/" + name + "/" + name + ".tar.gz" }
+// Tarball file extensions, by compression.
+const (
+	ExtGzip = ".tar.gz"
+	ExtZstd = ".tar.zst"
+)
 
-// NameFromStorageKey is the inverse of StorageKey; ok is false for keys
+// StorageKey is where a gzip backup tarball lives in storage, in Velero's
+// layout: backups/<name>/<name>.tar.gz.
+func StorageKey(name string) string { return StorageKeyExt(name, ExtGzip) }
+
+// StorageKeyExt is StorageKey for a tarball with extension ext (ExtGzip
+// or ExtZstd): a zstd tarball is stored as backups/<name>/<name>.tar.zst.
+func StorageKeyExt(name, ext string) string { return "backups/" + name + "/" + name + ext }
+
+// NameFromStorageKey is the inverse of StorageKeyExt; ok is false for keys
 // that are not backup tarballs.
 func NameFromStorageKey(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, "backups/")
@@ -109,7 +145,7 @@ func NameFromStorageKey(key string) (string, bool) {
 		return "", false
 	}
 	name, file, ok := strings.Cut(rest, "/")
-	if !ok || file != name+".tar.gz" || ValidateName(name) != nil {
+	if !ok || (file != name+ExtGzip && file != name+ExtZstd) || ValidateName(name) != nil {
 		return "", false
 	}
 	return name, true
@@ -117,7 +153,8 @@ func NameFromStorageKey(key string) (string, bool) {
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
-// ValidateName checks a backup name: a DNS subdomain, at most 253 chars.
+// ValidateName checks the name of an existing backup: a DNS subdomain, at
+// most 253 chars. New backups must also pass ValidateNewName.
 func ValidateName(name string) error {
 	if len(name) == 0 || len(name) > 253 || !nameRE.MatchString(name) {
 		return fmt.Errorf("invalid backup name %q: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit", name)

@@ -51,6 +51,29 @@ func TestFileNoSidecarsOrTempFiles(t *testing.T) {
 	require.Zero(t, fi.Mode().Perm()&0o077, "object readable by others: %v", fi.Mode())
 }
 
+// TestFileDeleteLeavesNoEmptyFolders: deleting an object removes the
+// folders it leaves empty (a purged backup leaves no backups/NAME/ behind),
+// but not a folder that still holds something, nor the store's root.
+func TestFileDeleteLeavesNoEmptyFolders(t *testing.T) {
+	dir := t.TempDir()
+	s, err := blobstore.Open(t.Context(), fileURL(dir))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+
+	for _, k := range []string{"backups/a/a.tar.gz", "backups/b/b.tar.gz", "backups/b/b-logs.gz"} {
+		require.NoError(t, s.Put(t.Context(), k, strings.NewReader("x")))
+	}
+	require.NoError(t, s.Delete(t.Context(), "backups/a/a.tar.gz"))
+	require.NoDirExists(t, filepath.Join(dir, "backups", "a"))
+	require.DirExists(t, filepath.Join(dir, "backups"), "backups/b still holds objects")
+
+	require.NoError(t, s.Delete(t.Context(), "backups/b/b.tar.gz"))
+	require.FileExists(t, filepath.Join(dir, "backups", "b", "b-logs.gz"))
+	require.NoError(t, s.Delete(t.Context(), "backups/b/b-logs.gz"))
+	require.NoDirExists(t, filepath.Join(dir, "backups"))
+	require.DirExists(t, dir, "the store's root stays")
+}
+
 func TestFileListHidesStrandedTempFiles(t *testing.T) {
 	dir := t.TempDir()
 	s, err := blobstore.Open(t.Context(), fileURL(dir))
@@ -129,5 +152,47 @@ func TestOpenFileURLForms(t *testing.T) {
 		require.NoError(t, err, raw)
 		require.Equal(t, fileURL(dir), s.URL())
 		require.NoError(t, s.Close())
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	const secret = "S3cr3t"
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"file:///var/lib/lethe/storage", "file:///var/lib/lethe/storage"},
+		{"s3://bucket/prefix?region=eu-west-1&use_path_style=true", "s3://bucket/prefix?region=eu-west-1&use_path_style=true"},
+		{"s3://bucket?endpoint=http://127.0.0.1:7070&region=r", "s3://bucket?endpoint=http://127.0.0.1:7070&region=r"},
+		{"s3://AKID:S3cr3t@bucket/prefix?region=r", "s3://bucket/prefix?region=r"},
+		{"s3://AKID:S3cr3t%2Fx@bucket", "s3://bucket"},
+		{"s3://bucket?region=r&secret_access_key=S3cr3t", "s3://bucket?region=r&secret_access_key=xxxxx"},
+		{"s3://bucket?X-Amz-Signature=S3cr3t&X-Amz-Security-Token=S3cr3t", "s3://bucket?X-Amz-Signature=xxxxx&X-Amz-Security-Token=xxxxx"},
+		{"s3://bucket?Region=S3cr3t", "s3://bucket?Region=xxxxx"},
+		{"s3://bucket?endpoint=http://AKID:S3cr3t@minio:9000&region=r", "s3://bucket?endpoint=http%3A%2F%2Fminio%3A9000&region=r"},
+		{"s3://bucket?endpoint=http%3A%2F%2Fminio%3A9000%2F%3Ftoken%3DS3cr3t", "s3://bucket?endpoint=http%3A%2F%2Fminio%3A9000%2F"},
+		{"s3://bucket?endpoint=%zzS3cr3t", "s3://bucket?endpoint=xxxxx"},
+		{"s3://bucket#S3cr3t", "s3://bucket#xxxxx"},
+		{"AKID:S3cr3t@bucket", "xxxxx@bucket"},
+		{"s3://AKID:S3cr3t%zz@bucket", "s3:(rest hidden: it does not parse)"},
+	} {
+		got := blobstore.RedactURL(tc.in)
+		require.Equal(t, tc.want, got, "RedactURL(%q)", tc.in)
+		require.NotContains(t, got, secret, "RedactURL(%q)", tc.in)
+	}
+}
+
+func TestOpenErrorsHideSecrets(t *testing.T) {
+	for _, u := range []string{
+		"s3://bucket?region=r&secret_access_key=S3cr3t",
+		"s3://AKID:S3cr3t@bucket?region=r&session_token=S3cr3t",
+		"s3://bucket?region=r&endpoint=ftp://AKID:S3cr3t@host",
+		"s3://AKID:S3cr3t@bucket?region=r#frag",
+		"s3://AKID:S3cr3t%zz@bucket",
+		"gs://AKID:S3cr3t@bucket?token=S3cr3t",
+		"file://AKID:S3cr3t@/dir",
+		"AKID:S3cr3t@bucket",
+	} {
+		_, err := blobstore.Open(t.Context(), u)
+		require.Error(t, err, u)
+		require.NotContains(t, err.Error(), "S3cr3t", u)
 	}
 }

@@ -8,6 +8,11 @@
 // blank-import URL registries). Puts are atomic, reads stream, and a missing
 // key is ErrNotFound on every backend.
 //
+// Locations holds the configured store and opens, on demand, the other
+// locations that records name (Location compares two URLs by the place
+// they name, credentials aside); a location that is gone or unreachable is
+// an *UnavailableError that names it without secrets.
+//
 // The package must not know about backups, tarball contents, plugins or the
 // catalog: it moves opaque bytes under "/"-separated keys. The conformance
 // suite every backend must pass lives in blobstoretest; s3test starts a real

@@ -112,11 +112,96 @@ func OpenConfig(ctx context.Context, rawURL string, cfg *Config) (Store, error) 
 	}
 }
 
-// redact returns u without its user info.
+// redacted replaces a secret in a displayed address.
+const redacted = "xxxxx"
+
+// RedactURL returns a storage address fit to display in a banner, an
+// error, an audit entry or a log: the one function every caller uses to
+// show a storage address (Store.URL is built the same way).
+//
+//   - user info (s3://KEY:SECRET@bucket) is dropped;
+//   - region and use_path_style are kept, and endpoint is kept without its
+//     own user info, query or fragment;
+//   - the value of any other query parameter becomes xxxxx: s3:// refuses
+//     unknown parameters, but the error that says so must not echo a
+//     session token or a signature;
+//   - a fragment becomes xxxxx;
+//   - an address it cannot parse is reduced to its scheme.
+func RedactURL(raw string) string {
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		scheme, _, ok := strings.Cut(s, ":")
+		if !ok || strings.ContainsAny(scheme, "@/?#= ") {
+			return "(address hidden: it does not parse)"
+		}
+		return scheme + ":(rest hidden: it does not parse)"
+	}
+	return redact(u)
+}
+
+// redact is RedactURL on a parsed URL.
 func redact(u *url.URL) string {
 	c := *u
 	c.User = nil
+	if at := strings.LastIndex(c.Opaque, "@"); at >= 0 {
+		// KEY:SECRET@bucket without "//" parses as scheme KEY.
+		return redacted + c.Opaque[at:]
+	}
+	c.RawQuery = redactQuery(c.RawQuery)
+	if c.Fragment != "" {
+		c.Fragment, c.RawFragment = redacted, ""
+	}
 	return c.String()
+}
+
+// redactQuery redacts a raw query as RedactURL says, keeping the order and
+// the encoding of what it keeps.
+func redactQuery(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	parts := strings.Split(raw, "&")
+	for i, p := range parts {
+		k, v, hasValue := strings.Cut(p, "=")
+		if !hasValue {
+			continue
+		}
+		key, err := url.QueryUnescape(k)
+		if err != nil {
+			parts[i] = k + "=" + redacted
+			continue
+		}
+		switch key {
+		case "region", "use_path_style":
+		case "endpoint":
+			if ev, err := url.QueryUnescape(v); err != nil {
+				parts[i] = k + "=" + redacted
+			} else if shown := redactEndpoint(ev); shown != ev {
+				parts[i] = k + "=" + url.QueryEscape(shown)
+			}
+		default:
+			parts[i] = k + "=" + redacted
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// redactEndpoint returns an endpoint URL (an s3:// URL's endpoint
+// parameter, unescaped) with only its scheme, host and path.
+func redactEndpoint(v string) string {
+	eu, err := url.Parse(v)
+	if err != nil || eu.Opaque != "" {
+		return redacted
+	}
+	if eu.User == nil && eu.RawQuery == "" && eu.Fragment == "" && !eu.ForceQuery {
+		return v
+	}
+	eu.User, eu.RawQuery, eu.Fragment, eu.RawFragment, eu.ForceQuery = nil, "", "", "", false
+	return eu.String()
 }
 
 func openFile(u *url.URL) (Store, error) {
@@ -149,7 +234,7 @@ func openFile(u *url.URL) (Store, error) {
 		return nil, fmt.Errorf("blobstore: open %q: %w", shown, err)
 	}
 	shownURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
-	return &store{bucket: bkt, url: shownURL, kind: kindFile}, nil
+	return &store{bucket: bkt, url: shownURL, kind: kindFile, dir: dir}, nil
 }
 
 func openS3(ctx context.Context, u *url.URL, cfg *Config) (Store, error) {
@@ -189,7 +274,7 @@ func openS3(ctx context.Context, u *url.URL, cfg *Config) (Store, error) {
 	if endpoint != "" {
 		eu, err := url.Parse(endpoint)
 		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
-			return nil, fail("endpoint %q must be an http:// or https:// URL", endpoint)
+			return nil, fail("endpoint %q must be an http:// or https:// URL", redactEndpoint(endpoint))
 		}
 	}
 	pathStyle := false
@@ -260,7 +345,7 @@ func openS3(ctx context.Context, u *url.URL, cfg *Config) (Store, error) {
 	if prefix != "" {
 		bkt = blob.PrefixedBucket(bkt, prefix+"/")
 	}
-	shownURL := url.URL{Scheme: "s3", Host: bucketName, RawQuery: u.RawQuery}
+	shownURL := url.URL{Scheme: "s3", Host: bucketName, RawQuery: redactQuery(u.RawQuery)}
 	if prefix != "" {
 		shownURL.Path = "/" + path.Clean(prefix)
 	}

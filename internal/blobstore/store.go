@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -37,6 +38,8 @@ type store struct {
 	bucket *blob.Bucket
 	url    string
 	kind   backendKind
+	// dir is the root folder of a file:// store; "" otherwise.
+	dir string
 	// closeTransport drops idle HTTP connections; nil for file://.
 	closeTransport func()
 }
@@ -163,7 +166,21 @@ func (s *store) Delete(ctx context.Context, key string) error {
 	if err := s.bucket.Delete(ctx, key); err != nil {
 		return wrapErr("delete", key, err)
 	}
+	if s.kind == kindFile {
+		s.removeEmptyParents(key)
+	}
 	return nil
+}
+
+// removeEmptyParents removes the folders of key that the delete left empty,
+// up to (not including) the store's root, as an object store leaves no
+// "folder" behind. A folder that is not empty stays (os.Remove refuses it).
+func (s *store) removeEmptyParents(key string) {
+	for d := filepath.Dir(filepath.FromSlash(key)); d != "." && d != string(filepath.Separator); d = filepath.Dir(d) {
+		if err := os.Remove(filepath.Join(s.dir, d)); err != nil {
+			return
+		}
+	}
 }
 
 // List returns the objects whose keys start with prefix, sorted by key.

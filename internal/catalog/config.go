@@ -4,6 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
+	"net/url"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -66,18 +70,28 @@ func (c *Config) Validate() error {
 		return errors.New("catalog config: PollInterval must not be negative")
 	case c.BusyTimeout < 0:
 		return errors.New("catalog config: BusyTimeout must not be negative")
-	case c.MaxConns < 1:
-		return errors.New("catalog config: MaxConns must be at least 1")
+	case c.MaxConns < 1 || c.MaxConns > math.MaxInt32:
+		return errors.New("catalog config: MaxConns must be at least 1 and fit in 32 bits")
 	}
 	return nil
 }
 
 type actorKey struct{}
 
-// WithActor records who is acting, for the audit entries of Create and
-// Update (the lifecycle methods take an actor argument instead).
+// WithActor records who is acting. The context is the only way the actor
+// travels: every write of the Store (Create, Update and each lifecycle
+// method) audits, and a purge's tombstone records, ActorFrom(ctx).
 func WithActor(ctx context.Context, actor string) context.Context {
 	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// WithDefaultActor is ctx if it already names an actor, else
+// WithActor(ctx, actor).
+func WithDefaultActor(ctx context.Context, actor string) context.Context {
+	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
+		return ctx
+	}
+	return WithActor(ctx, actor)
 }
 
 // ActorFrom returns the actor set by WithActor, or "unknown".
@@ -86,4 +100,128 @@ func ActorFrom(ctx context.Context) string {
 		return a
 	}
 	return "unknown"
+}
+
+// redacted replaces a secret in a displayed address.
+const redacted = "xxxxx"
+
+// RedactURL returns a catalog address fit to display in a banner, an error
+// or a log: the one function every caller uses to show a store address.
+//
+//   - postgres://user:pass@host/db: the password becomes xxxxx;
+//   - any query parameter whose name contains "password", in any case
+//     (password, sslpassword, PassWord): its value becomes xxxxx;
+//   - a keyword/value connection string (host=db password='s e c'): the
+//     values of keys that contain "password" become xxxxx;
+//   - an address it cannot parse is reduced to its scheme, since the
+//     password could be anywhere in it.
+//
+// A sqlite: URL carries no secret and is returned as it is.
+func RedactURL(raw string) string {
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return ""
+	}
+	if keywordStyle.MatchString(s) {
+		return redactKeywords(s)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		scheme, _, ok := strings.Cut(s, ":")
+		if !ok || strings.ContainsAny(scheme, "@/?#= ") {
+			return "(address hidden: it does not parse)"
+		}
+		return scheme + ":(rest hidden: it does not parse)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), redacted)
+	}
+	if at := strings.LastIndex(u.Opaque, "@"); at >= 0 {
+		// user:pass@host/db without "//" parses as scheme "user".
+		return redacted + u.Opaque[at:]
+	}
+	u.RawQuery = redactQuery(u.RawQuery, func(key string) bool {
+		return strings.Contains(strings.ToLower(key), "password")
+	})
+	return u.String()
+}
+
+// keywordStyle matches the start of a keyword/value connection string.
+var keywordStyle = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*[ \t]*=`)
+
+// redactQuery replaces the values of the parameters of a raw query for
+// which secret says so, keeping the order and encoding of the rest.
+func redactQuery(raw string, secret func(key string) bool) string {
+	if raw == "" {
+		return ""
+	}
+	parts := strings.Split(raw, "&")
+	for i, p := range parts {
+		k, _, hasValue := strings.Cut(p, "=")
+		key, err := url.QueryUnescape(k)
+		if err != nil {
+			key = k
+		}
+		if hasValue && secret(key) {
+			parts[i] = k + "=" + redacted
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// redactKeywords redacts a keyword/value connection string
+// (host=db user=lethe password='se cret'), as libpq and pgx read it:
+// values are bare words or single-quoted with backslash escapes.
+func redactKeywords(s string) string {
+	var out strings.Builder
+	i := 0
+	for i < len(s) {
+		if s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' {
+			out.WriteByte(s[i])
+			i++
+			continue
+		}
+		start := i
+		for i < len(s) && s[i] != '=' && s[i] != ' ' && s[i] != '\t' {
+			i++
+		}
+		key := s[start:i]
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		if i >= len(s) || s[i] != '=' {
+			return "(connection string hidden: it does not parse)"
+		}
+		i++
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		vstart := i
+		if i < len(s) && s[i] == '\'' {
+			i++
+			for i < len(s) && s[i] != '\'' {
+				if s[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			if i >= len(s) {
+				return "(connection string hidden: it does not parse)"
+			}
+			i++
+		} else {
+			for i < len(s) && s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r' {
+				if s[i] == '\\' {
+					i++
+				}
+				i++
+			}
+		}
+		value := s[vstart:min(i, len(s))]
+		if strings.Contains(strings.ToLower(key), "password") {
+			value = redacted
+		}
+		out.WriteString(key + "=" + value)
+	}
+	return out.String()
 }

@@ -5,10 +5,25 @@ import (
 	"time"
 )
 
-// Store is the catalog. Every method is safe for concurrent use. Every
-// lifecycle method appends an audit entry and a change-feed event in the
-// same transaction as its write.
+// Store is the catalog: every role below, plus Close. Drivers implement it
+// whole; an engine asks only for the roles it uses, by embedding them in a
+// small interface of its own. Every method is safe for concurrent use.
+// Every lifecycle method appends an audit entry and a change-feed event in
+// the same transaction as its write, in the name of the actor the context
+// carries (see WithActor).
 type Store interface {
+	Resources
+	Lifecycle
+	Graph
+	WorkQueue
+	Feed
+	Progress
+	Audit
+	Close() error
+}
+
+// Resources reads and writes resources outside the deletion lifecycle.
+type Resources interface {
 	// Create inserts a resource in phase Active (an empty UID gets a new
 	// one). ErrAlreadyExists if the key is taken.
 	Create(ctx context.Context, r *Resource) (*Resource, error)
@@ -25,13 +40,17 @@ type Store interface {
 	// only by the lifecycle methods; a finalizer cannot be added to a
 	// Deleting resource.
 	Update(ctx context.Context, r *Resource) (*Resource, error)
+}
 
+// Lifecycle moves a resource through Active, Scheduled, Deleting and
+// purged, and finds what is due.
+type Lifecycle interface {
 	// Schedule: Active → Scheduled, due at now+Delay; sets the
 	// lethe.io/deletion-scheduled-at annotation to now (RFC 3339).
 	Schedule(ctx context.Context, k Key, opts ScheduleOptions) (*Resource, error)
 	// Undelete: Scheduled → Active (also after the delay expired, as long
 	// as the resource has not entered Deleting); clears the annotation.
-	Undelete(ctx context.Context, k Key, actor, reason string) (*Resource, error)
+	Undelete(ctx context.Context, k Key, reason string) (*Resource, error)
 	// Delete: Active or Scheduled → Deleting (irreversible). Sets the
 	// deletion timestamp and adds opts.Finalizers; the propagation policy
 	// is opts' (else Schedule's, else Foreground).
@@ -39,7 +58,7 @@ type Store interface {
 	// RemoveFinalizer removes one finalizer of a Deleting resource
 	// (*TransitionError in other phases). Removing an absent finalizer
 	// is a no-op that returns the resource unchanged.
-	RemoveFinalizer(ctx context.Context, k Key, finalizer, actor string) (*Resource, error)
+	RemoveFinalizer(ctx context.Context, k Key, finalizer string) (*Resource, error)
 	// Purge: Deleting with no finalizers → gone, leaving a Tombstone. Only
 	// a Deleting resource can be purged; Force skips remaining finalizers.
 	Purge(ctx context.Context, k Key, opts PurgeOptions) error
@@ -50,50 +69,65 @@ type Store interface {
 	NextDue(ctx context.Context) (time.Time, bool, error)
 	// GetTombstone returns the tombstone of a purged resource.
 	GetTombstone(ctx context.Context, k Key) (*Tombstone, error)
+}
 
+// Graph follows owner and reference edges.
+type Graph interface {
 	// Dependents lists resources with an owner edge to uid.
 	Dependents(ctx context.Context, ownerUID string) ([]*Resource, error)
 	// Referrers lists resources with a reference to the target.
 	Referrers(ctx context.Context, target Key) ([]*Resource, error)
+}
 
+// WorkQueue is the leased work queue (claims, fencing, release).
+type WorkQueue interface {
 	// Enqueue adds a work item, or returns the existing one for the same
 	// (queue, key).
 	Enqueue(ctx context.Context, w WorkItem) (*WorkItem, error)
 	// Claim leases up to limit due, unleased (or lease-expired) items;
-	// each claim increments Attempts.
+	// each claim increments Attempts and Epoch.
 	Claim(ctx context.Context, queue, holder string, ttl time.Duration, limit int) ([]*WorkItem, error)
 	// ClaimKey leases one item by key; *LeaseHeldError if another holder
-	// has a live lease, ErrNotFound if there is no such item.
+	// has a live lease, ErrNotFound if there is no such item. The same
+	// holder may claim its own live item again: that claim gets a new
+	// Epoch, which fences off the earlier one.
 	ClaimKey(ctx context.Context, queue, key, holder string, ttl time.Duration) (*WorkItem, error)
-	// Renew extends a live lease; ErrLeaseLost if holder no longer holds
-	// it or it has expired.
-	Renew(ctx context.Context, id int64, holder string, ttl time.Duration) (*WorkItem, error)
-	// Release gives a lease up, setting the next run time and last error.
-	Release(ctx context.Context, id int64, holder string, runAt time.Time, lastErr string) error
+	// Renew extends the live lease of the claim f names; ErrLeaseLost if
+	// the lease has expired or the item was claimed again since.
+	Renew(ctx context.Context, f *Fence, ttl time.Duration) (*WorkItem, error)
+	// Release gives the claim f names up, setting the next run time and
+	// last error.
+	Release(ctx context.Context, f *Fence, runAt time.Time, lastErr string) error
 	// Complete removes a finished work item. Release and Complete fail
-	// with ErrLeaseLost only if another holder has taken the item over.
-	Complete(ctx context.Context, id int64, holder string) error
+	// with ErrLeaseLost only if the item was claimed again since f.
+	Complete(ctx context.Context, f *Fence) error
 	GetWork(ctx context.Context, queue, key string) (*WorkItem, error)
 	ListWork(ctx context.Context, queue string) ([]*WorkItem, error)
+}
 
+// Feed is the change feed.
+type Feed interface {
 	// Watch streams change events after opts.FromVersion, in order. The
 	// channel closes when ctx ends or the subscription fails (see Err on
 	// the returned Subscription).
 	Watch(ctx context.Context, opts WatchOptions) (Subscription, error)
 	// CurrentVersion is the newest resourceVersion.
 	CurrentVersion(ctx context.Context) (int64, error)
+}
 
-	// Deletion progress of a backup (see DeletionProgress).
+// Progress is the deletion progress of a backup (see DeletionProgress).
+type Progress interface {
 	SaveCheckpoint(ctx context.Context, c Checkpoint) error
 	LoadProgress(ctx context.Context, uid string) (*DeletionProgress, []ItemOutcome, error)
 	DeleteProgress(ctx context.Context, uid string) error
+}
 
+// Audit is the audit log.
+type Audit interface {
 	AppendAudit(ctx context.Context, e AuditEntry) error
 	// ListAudit returns matching entries oldest first; with f.Limit, the
 	// newest f.Limit of them (still oldest first).
 	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
-
-	Close() error
 }
 
 // Subscription is a change-feed subscription.

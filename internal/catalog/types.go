@@ -146,7 +146,6 @@ type ListResult struct {
 type ScheduleOptions struct {
 	Delay       time.Duration
 	Propagation Propagation
-	Actor       string
 	Reason      string
 }
 
@@ -161,7 +160,6 @@ type DeleteOptions struct {
 	// is Scheduled when the write happens: the grace-window timer uses it,
 	// so that a resource undeleted meanwhile is not deleted.
 	OnlyIfScheduled bool
-	Actor           string
 	Reason          string
 }
 
@@ -169,7 +167,6 @@ type DeleteOptions struct {
 // Force purges despite remaining finalizers, and is audited as such.
 type PurgeOptions struct {
 	Force   bool
-	Actor   string
 	Reason  string
 	Details json.RawMessage
 }
@@ -244,16 +241,31 @@ type WorkItem struct {
 	// Holder and LeaseExpiresAt are set while the item is claimed.
 	Holder         string    `json:"holder,omitempty"`
 	LeaseExpiresAt time.Time `json:"leaseExpiresAt,omitzero"`
-	Attempts       int       `json:"attempts"`
-	LastError      string    `json:"lastError,omitempty"`
-	CreatedAt      time.Time `json:"createdAt"`
+	// Epoch grows by one at every claim (Claim, ClaimKey), also when the
+	// same holder claims the item again: it names one claim, and fences
+	// the writes made under it (see Fence).
+	Epoch     int64     `json:"epoch"`
+	Attempts  int       `json:"attempts"`
+	LastError string    `json:"lastError,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
-// Fence makes a write conditional on holding a work item's lease.
+// Fence names one claim of a work item: the item's ID and the Epoch the
+// claim got. A write fenced by it fails with ErrLeaseLost, and changes
+// nothing, unless that claim is still the item's latest and its lease is
+// live. Two runs of one process share a holder name but never an epoch,
+// so the older one is fenced off as soon as the newer one claims.
 type Fence struct {
 	Queue  string
 	Key    string
+	ID     int64
 	Holder string
+	Epoch  int64
+}
+
+// Fence returns the fence of this claim of the item.
+func (w *WorkItem) Fence() *Fence {
+	return &Fence{Queue: w.Queue, Key: w.Key, ID: w.ID, Holder: w.Holder, Epoch: w.Epoch}
 }
 
 // DeletionProgress is the persisted progress of one backup deletion. Items

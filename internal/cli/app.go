@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog/drivers"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/pkg/plugin"
 )
 
 // app opens what a command needs, once, and closes it at the end.
@@ -26,7 +30,10 @@ type app struct {
 	log      hclog.Logger
 	store    catalog.Store
 	blobs    blobstore.Store
-	host     *pluginhost.Host
+	// locations opens the storage locations backups recorded (blobs
+	// for the configured one).
+	locations *blobstore.Locations
+	host      *pluginhost.Host
 }
 
 func (a *app) init() error {
@@ -88,7 +95,10 @@ func (a *app) plugins(context.Context) (*pluginhost.Host, error) {
 	if err := a.init(); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(a.g.pluginDir); errors.Is(err, os.ErrNotExist) {
+	// Only the default folder, under Lethe's home, is created. A folder
+	// given by --plugin-dir or LETHE_PLUGIN_DIR that does not exist is an
+	// error (a typo must never mean "no plugins").
+	if _, err := os.Stat(a.g.pluginDir); errors.Is(err, os.ErrNotExist) && a.g.pluginDirDefault {
 		if err := os.MkdirAll(a.g.pluginDir, 0o750); err != nil {
 			return nil, fmt.Errorf("creating plugin folder: %w", err)
 		}
@@ -96,13 +106,47 @@ func (a *app) plugins(context.Context) (*pluginhost.Host, error) {
 	h, err := pluginhost.New(&pluginhost.Config{
 		Dir: a.g.pluginDir, Logger: a.log,
 		ItemTimeout: a.g.itemTimeoutD, PluginTimeouts: a.g.pluginTimeoutsD,
+		LockFile: a.g.trust.lockFile, RequireLock: a.g.trust.requireLock,
+		PluginEnv: a.g.trust.pluginEnvM, PluginUser: a.g.trust.pluginUser,
 	})
+	var envErr *pluginhost.EnvError
+	if errors.As(err, &envErr) {
+		return nil, usageError{err} // --plugin-env / LETHE_PLUGIN_ENV, like --plugin-timeout
+	}
 	if err != nil {
 		return nil, err
 	}
 	a.aborts.add(func() { _ = h.Close() })
 	a.host = h
+	if err := checkPluginTimeouts(a.g.pluginTimeoutsD, h.Plugins()); err != nil {
+		return nil, err
+	}
 	return h, nil
+}
+
+// checkPluginTimeouts refuses a --plugin-timeout for a plugin that is not
+// installed: a typo would otherwise leave the real plugin on the default
+// timeout, silently.
+func checkPluginTimeouts(timeouts map[string]time.Duration, infos []pluginhost.Info) error {
+	installed := make([]string, 0, len(infos))
+	for _, in := range infos {
+		installed = append(installed, in.Name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(timeouts)) {
+		full, err := plugin.NormalizeName(name)
+		if err != nil {
+			return usageError{fmt.Errorf("--plugin-timeout %s: %w", name, err)}
+		}
+		if slices.Contains(installed, full) {
+			continue
+		}
+		list := "none"
+		if len(installed) > 0 {
+			list = strings.Join(installed, ", ")
+		}
+		return usageError{fmt.Errorf("--plugin-timeout %s: no installed plugin is named %s (installed: %s)", name, full, list)}
+	}
+	return nil
 }
 
 func (a *app) deleter(ctx context.Context) (*deletion.Deleter, error) {
@@ -118,7 +162,10 @@ func (a *app) deleter(ctx context.Context) (*deletion.Deleter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return deletion.New(&deletion.Config{Store: st, Blobs: bl, Plugins: deletion.HostPlugins(h), Logger: a.log})
+	if a.locations == nil {
+		a.locations = blobstore.NewLocations(bl, nil)
+	}
+	return deletion.New(&deletion.Config{Store: st, Blobs: bl, Locations: a.locations, Plugins: deletion.HostPlugins(h), Logger: a.log})
 }
 
 func (a *app) close() error {
@@ -130,6 +177,10 @@ func (a *app) close() error {
 	if a.store != nil {
 		errs = append(errs, a.store.Close())
 		a.store = nil
+	}
+	if a.locations != nil {
+		errs = append(errs, a.locations.Close())
+		a.locations = nil
 	}
 	if a.blobs != nil {
 		errs = append(errs, a.blobs.Close())

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
@@ -15,10 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lethehq/lethe/internal/archive"
 	"github.com/lethehq/lethe/internal/backup"
-	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/registry"
 )
 
 func newBackupCmd(a *app) *cobra.Command {
@@ -44,113 +43,109 @@ func newBackupCreateCmd(a *app) *cobra.Command {
 		Long: `Create validates a Velero-layout tarball (gzip or zstd), copies it into the
 backup storage and records it in the catalog. A tarball that is hostile
 (path traversal, links, bombs, oversized or duplicate entries) or corrupt is
-refused, and nothing is stored.`,
+refused, and nothing is stored.
+
+In the same pass, create records the backup's expected plugins: which
+installed plugins select how many of its items. A deletion refuses to start
+while one of them is missing. So plugins must load: if a plugin binary in
+the plugin folder cannot be loaded, create refuses (exit 5) rather than
+record an incomplete set. With no plugin installed, nothing is expected.
+
+NAME: lowercase letters, digits, '-' and '.', at most 63 characters.
+Labels follow Kubernetes' syntax. A gzip tarball is stored as
+backups/NAME/NAME.tar.gz, a zstd one as backups/NAME/NAME.tar.zst, whatever
+the file is called.`,
 		Example: `  lethe backup create nightly-0412 --from ./nightly-0412.tar.gz
   lethe backup create weekly-17 --from weekly-17.tar.gz --ttl 30d --deletion-delay 24h -l team=db`,
 		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
-			if err := backup.ValidateName(name); err != nil {
-				return usageError{err}
-			}
-			if from == "" {
-				return usageError{errors.New("--from FILE is required: the backup tarball to register")}
-			}
-			var spec backup.Spec
-			res := &catalog.Resource{Kind: backup.Kind, Name: name, Labels: map[string]string{}, Annotations: map[string]string{}}
-			if ttl != "" {
-				d, err := backup.ParseDuration(ttl)
-				if err != nil {
-					return usageError{fmt.Errorf("--ttl: %w", err)}
-				}
-				spec.TTL = backup.Duration(d)
-			}
-			if delay != "" {
-				if _, err := backup.ParseDuration(delay); err != nil {
-					return usageError{fmt.Errorf("--deletion-delay: %w", err)}
-				}
-				res.Annotations[catalog.AnnotationDeletionDelay] = delay
-			}
+			req := registry.Request{Name: args[0], Labels: map[string]string{}, Annotations: map[string]string{}, Source: from}
 			for _, l := range labels {
 				k, v, ok := strings.Cut(l, "=")
 				if !ok || k == "" {
 					return usageError{fmt.Errorf("--label %q: use key=value", l)}
 				}
-				res.Labels[k] = v
+				req.Labels[k] = v
 			}
-			return a.createBackup(cmd.Context(), res, spec, from)
+			if err := registry.CheckInput(req.Name, req.Labels); err != nil {
+				return usageError{err}
+			}
+			if from == "" {
+				return usageError{errors.New("--from FILE is required: the backup tarball to register")}
+			}
+			if ttl != "" {
+				d, err := backup.ParseDuration(ttl)
+				if err != nil {
+					return usageError{fmt.Errorf("--ttl: %w", err)}
+				}
+				if d == 0 {
+					return usageError{fmt.Errorf("--ttl %s: a zero TTL would expire at once; leave --ttl out for a backup that never expires", ttl)}
+				}
+				req.TTL = d
+			}
+			if delay != "" {
+				if _, err := backup.ParseDuration(delay); err != nil {
+					return usageError{fmt.Errorf("--deletion-delay: %w", err)}
+				}
+				req.Annotations[catalog.AnnotationDeletionDelay] = delay
+			}
+			return a.createBackup(cmd.Context(), req)
 		},
 	}
 	c.Flags().StringVar(&from, "from", "", "the backup tarball (Velero layout, .tar.gz or .tar.zst)")
-	c.Flags().StringVar(&ttl, "ttl", "", "time to live, e.g. 720h or 30d; the daemon deletes the backup when it expires")
+	c.Flags().StringVar(&ttl, "ttl", "", "time to live, e.g. 720h or 30d; the daemon deletes the backup when it expires (leave out: never expires; 0 is refused)")
 	c.Flags().StringVar(&delay, "deletion-delay", "", "grace window before a requested deletion runs, e.g. 24h (sets the lethe.io/deletion-delay annotation)")
-	c.Flags().StringArrayVarP(&labels, "label", "l", nil, "label key=value (repeatable)")
+	c.Flags().StringArrayVarP(&labels, "label", "l", nil, "label key=value in Kubernetes syntax (repeatable)")
 	return c
 }
 
-func (a *app) createBackup(ctx context.Context, res *catalog.Resource, spec backup.Spec, from string) error {
-	name := res.Name
+// registry opens what registration needs: the catalog, the storage and
+// the plugins (to record the expected plugins).
+func (a *app) registry(ctx context.Context) (*registry.Registry, error) {
 	st, err := a.catalog(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	bl, err := a.storage(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := st.Get(ctx, res.Key()); err == nil {
-		return fmt.Errorf("backup %q already exists", name)
-	} else if !errors.Is(err, catalog.ErrNotFound) {
-		return err
+	h, err := a.plugins(ctx)
+	if err != nil {
+		return nil, err
 	}
-	f, err := os.Open(from)
+	return registry.New(&registry.Config{Store: st, Blobs: bl, Plugins: h})
+}
+
+func (a *app) createBackup(ctx context.Context, req registry.Request) error {
+	f, err := os.Open(req.Source)
 	if err != nil {
 		return fmt.Errorf("--from: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	if fi, err := f.Stat(); err != nil {
+		return err
+	} else if fi.IsDir() {
+		return fmt.Errorf("--from %s is a folder, not a tarball", req.Source)
+	}
+	reg, err := a.registry(ctx)
 	if err != nil {
 		return err
 	}
-	if fi.IsDir() {
-		return fmt.Errorf("--from %s is a folder, not a tarball", from)
+	req.Tarball = f
+	res, err := reg.Create(ctx, req)
+	var ie *registry.InputError
+	if errors.As(err, &ie) {
+		return usageError{err}
 	}
-	sum, err := archive.Validate(f, archive.Limits{})
 	if err != nil {
-		return fmt.Errorf("%s rejected: %w", from, err)
-	}
-	key := backup.StorageKey(name)
-	if _, err := bl.Stat(ctx, key); err == nil {
-		return fmt.Errorf("storage already holds a tarball for %q at %s/%s; run 'lethe backup sync' to import it", name, bl.URL(), key)
-	} else if !errors.Is(err, blobstore.ErrNotFound) {
 		return err
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
+	b := res.Backup
+	fmt.Fprintf(a.s.Out, "backup %s created: %d items, %s, stored at %s\n", b.Name(), b.Spec.Items, humanBytes(b.Spec.Size), res.Location)
+	if len(a.host.Plugins()) == 0 {
+		fmt.Fprintf(a.s.Err, "Warning: no plugins are installed in %s, so none is expected for this backup; its deletion will need --no-plugins.\n", a.g.pluginDir)
 	}
-	if err := bl.Put(ctx, key, f); err != nil {
-		return fmt.Errorf("storing tarball: %w", err)
-	}
-	now := time.Now().UTC()
-	spec.StorageKey, spec.Size, spec.Digest, spec.Items, spec.CopyOnlyItems = key, fi.Size(), sum.Digest, sum.Items, sum.CopyOnlyItems
-	if spec.TTL > 0 {
-		exp := now.Add(time.Duration(spec.TTL))
-		spec.ExpiresAt = &exp
-	}
-	b := &backup.Backup{Resource: res, Spec: spec}
-	if err := b.Encode(); err != nil {
-		return err
-	}
-	if _, err := st.Create(ctx, res); err != nil {
-		// Remove what we stored, unless a record for this name appeared
-		// meanwhile (a sync imported the tarball, or another create won):
-		// then the tarball is that record's, and stays.
-		if !errors.Is(err, catalog.ErrAlreadyExists) {
-			_ = bl.Delete(context.WithoutCancel(ctx), key)
-		}
-		return err
-	}
-	fmt.Fprintf(a.s.Out, "backup %s created: %d items, %s, stored at %s/%s\n", name, sum.Items, humanBytes(fi.Size()), bl.URL(), key)
 	return nil
 }
 
@@ -170,6 +165,10 @@ type backupView struct {
 	Conditions  []catalog.Condition       `json:"conditions,omitempty"`
 	Progress    *catalog.DeletionProgress `json:"deletionProgress,omitempty"`
 	Unsettled   []catalog.ItemOutcome     `json:"unsettled,omitempty"`
+	// PluginMissing is the message of the PluginMissing condition: the
+	// daemon refuses to run the deletion until the plugins it names are
+	// installed.
+	PluginMissing string `json:"pluginMissing,omitempty"`
 }
 
 func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool) (*backupView, error) {
@@ -182,6 +181,7 @@ func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool
 		CreatedAt: r.CreatedAt, Spec: b.Spec, Status: b.Status, DueAt: r.DeletionDueAt,
 		DeletingAt: r.DeletionTimestamp, Finalizers: r.Finalizers, Conditions: r.Conditions,
 	}
+	v.PluginMissing, _ = deletion.PluginMissing(r)
 	if r.Phase == catalog.PhaseDeleting {
 		p, rows, err := a.store.LoadProgress(ctx, r.UID)
 		if err == nil {
@@ -197,8 +197,26 @@ func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool
 }
 
 // phaseText is the PHASE column: the phase, the time left in the grace
-// window, or the deletion's progress.
+// window, or the deletion's progress, then any condition that stops the
+// deletion (e.g. "Deleting (0/3) TarballMissing").
 func (v *backupView) phaseText(now time.Time) string {
+	return v.phaseProgress(now) + blockingConditions(v.Conditions)
+}
+
+// blockingConditions lists, after a space each, the True conditions worth
+// a glance in a table (TarballMissing, ...); DeletionStuck is already told
+// by the unsettled count.
+func blockingConditions(cs []catalog.Condition) string {
+	var s string
+	for _, c := range cs {
+		if c.Status == "True" && c.Type != "DeletionStuck" {
+			s += " " + c.Type
+		}
+	}
+	return s
+}
+
+func (v *backupView) phaseProgress(now time.Time) string {
 	switch v.Phase {
 	case catalog.PhaseScheduled:
 		if v.DueAt != nil {
@@ -297,18 +315,15 @@ func newBackupGetCmd(a *app) *cobra.Command {
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
+		if err := backup.ValidateName(args[0]); err != nil {
+			return usageError{err}
+		}
 		ctx := cmd.Context()
 		st, err := a.catalog(ctx)
 		if err != nil {
 			return err
 		}
-		r, err := st.Get(ctx, backup.Key(args[0]))
-		if errors.Is(err, catalog.ErrNotFound) {
-			if ts, terr := st.GetTombstone(ctx, backup.Key(args[0])); terr == nil {
-				return fmt.Errorf("backup %q was purged at %s by %s", args[0], ts.PurgedAt.Local().Format(time.RFC3339), ts.Actor)
-			}
-			return fmt.Errorf("backup %q not found", args[0])
-		}
+		r, err := backup.Get(ctx, st, backup.Key(args[0]))
 		if err != nil {
 			return err
 		}
@@ -332,7 +347,25 @@ func (a *app) printBackup(v *backupView) {
 	fmt.Fprintf(w, "UID:        %s\n", v.UID)
 	fmt.Fprintf(w, "Phase:      %s\n", v.phaseText(now))
 	fmt.Fprintf(w, "Created:    %s (%s ago)\n", v.CreatedAt.Local().Format(time.RFC3339), human(now.Sub(v.CreatedAt)))
-	fmt.Fprintf(w, "Tarball:    %s (%d items, %s, sha256 %s)\n", v.Spec.StorageKey, v.Spec.Items, humanBytes(v.Spec.Size), shortDigest(v.Spec.Digest))
+	// Where the tarball is: in the recorded storage location, which
+	// deletion uses whatever --storage says now.
+	tarball := v.Spec.StorageKey
+	if v.Spec.StorageLocation != "" {
+		tarball = v.Spec.StorageLocation + "/" + tarball
+	}
+	fmt.Fprintf(w, "Tarball:    %s (%d items, %s, sha256 %s)\n", tarball, v.Spec.Items, humanBytes(v.Spec.Size), shortDigest(v.Spec.Digest))
+	switch {
+	case !v.Spec.ExpectedRecorded():
+		fmt.Fprintf(w, "Plugins:    expected plugins not recorded (registered by an older Lethe)\n")
+	case len(v.Spec.ExpectedPlugins) == 0:
+		fmt.Fprintf(w, "Plugins:    none expected (no installed plugin selected an item at registration)\n")
+	default:
+		var parts []string
+		for _, name := range slices.Sorted(maps.Keys(v.Spec.ExpectedPlugins)) {
+			parts = append(parts, fmt.Sprintf("%s (%d items)", name, v.Spec.ExpectedPlugins[name].Items))
+		}
+		fmt.Fprintf(w, "Plugins:    expected %s\n", strings.Join(parts, ", "))
+	}
 	if v.Spec.ExpiresAt != nil {
 		fmt.Fprintf(w, "Expires:    %s (TTL %s)\n", v.Spec.ExpiresAt.Local().Format(time.RFC3339), time.Duration(v.Spec.TTL))
 	}
@@ -349,7 +382,7 @@ func (a *app) printBackup(v *backupView) {
 		fmt.Fprintf(w, "Deleting:   since %s; finalizers: %s\n", v.DeletingAt.Local().Format(time.RFC3339), cmp.Or(strings.Join(v.Finalizers, ", "), "none"))
 	}
 	if p := v.Progress; p != nil {
-		fmt.Fprintf(w, "Progress:   %d of %d items settled\n", p.Watermark, p.TotalItems)
+		fmt.Fprintf(w, "Progress:   %d of %d items processed\n", p.Watermark, p.TotalItems)
 		t := newTable(w, "  PLUGIN", "DONE", "SKIPPED", "FAILED", "BLOCKED")
 		for _, name := range slices.Sorted(maps.Keys(p.Counts)) {
 			c := p.Counts[name]

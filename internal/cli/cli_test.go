@@ -44,12 +44,12 @@ func TestDeleteAsksOnATerminalAndRefusesWithoutOne(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 
 	// No terminal, no --yes: refused, nothing changes.
-	code, _, stderr = run(t, home, false, "", "backup", "delete", "b1")
+	code, _, stderr = run(t, home, false, "", "backup", "delete", "b1", "--no-plugins")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, stderr, "pass --yes")
 
 	// A terminal, answered "n": nothing changes.
-	code, _, stderr = run(t, home, true, "n\n", "backup", "delete", "b1")
+	code, _, stderr = run(t, home, true, "n\n", "backup", "delete", "b1", "--no-plugins")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "Delete backup b1 (12 items")
 	require.Contains(t, stderr, "Nothing deleted.")
@@ -57,8 +57,13 @@ func TestDeleteAsksOnATerminalAndRefusesWithoutOne(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "b1")
 
-	// Answered "y": deleted (no plugins installed: items settle at once).
-	code, out, stderr = run(t, home, true, "y\n", "backup", "delete", "b1")
+	// No plugin installed: refused unless --no-plugins says so.
+	code, _, stderr = run(t, home, true, "y\n", "backup", "delete", "b1")
+	require.Equal(t, exitPlugins, code, stderr)
+	require.Contains(t, stderr, "--no-plugins")
+
+	// Answered "y": deleted (--no-plugins: items settle at once).
+	code, out, stderr = run(t, home, true, "y\n", "backup", "delete", "b1", "--no-plugins")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "backup b1 deleted")
 	_, out, _ = run(t, home, false, "", "backup", "list")
@@ -130,6 +135,6 @@ func TestGetDescribeAudit(t *testing.T) {
 	require.Equal(t, []string{"create", "schedule"}, actions)
 
 	code, _, stderr = run(t, home, false, "", "describe", "backup", "nope")
-	require.Equal(t, exitError, code)
-	require.Contains(t, stderr, "Backup/nope not found")
+	require.Equal(t, exitNotFound, code)
+	require.Contains(t, stderr, `backup "nope" not found`)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,13 +14,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/backup"
-	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/registry"
 )
 
 func newBackupDeleteCmd(a *app) *cobra.Command {
-	var dryRun, yes, force, async, wait bool
+	var dryRun, yes, force, abandon, noPlugins, async, wait bool
 	var delay string
+	var skipPlugins []string
 	c := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a backup: run its plugins, then purge the tarball and the record",
@@ -29,24 +31,40 @@ catalog record only when every item is done or skipped.
 
 If the backup has a grace window (--deletion-delay at create, the annotation
 lethe.io/deletion-delay, or --deletion-delay here), the deletion is only
-scheduled; 'lethe backup undelete NAME' cancels it until the window ends,
-and --force skips the wait.
+scheduled; 'lethe backup undelete NAME' cancels it until the window ends.
+--force skips the wait, and does nothing else.
+
+A deletion refuses to start, and changes nothing, when a plugin the backup
+expects (recorded at create or sync) is not installed or cannot start, or
+when no plugin is installed at all. Install the plugins; or say
+--no-plugins when an empty plugin folder is intended; or, for a plugin gone
+for good, --skip-plugin NAME --abandon.
 
 If an item fails or is blocked, the backup stays, with its progress in
 'lethe backup get NAME'. Running delete again resumes: only the items that
 are not done yet are sent again. An interrupted deletion (Ctrl-C, a crash)
-resumes the same way. If an item can never succeed, 'delete --force' on the
-stuck deletion retries it once and then purges the backup anyway; the purge
-and the abandoned items are recorded in the audit log.
+resumes the same way. If an item can never succeed, --abandon retries it
+once and then purges the backup anyway: whatever it created outside may be
+left behind. --abandon asks for the backup's name to be typed on a
+terminal, and needs --yes without one; neither --yes nor --force implies
+it. The abandoned items and plugins are recorded in the audit log.
 
 Exit codes: 0 purged or scheduled, 1 error, 2 bad usage, 3 some items are
-failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
+failed or blocked (the backup stays), 4 no such backup (or it was purged),
+5 refused: an expected plugin is missing or no plugin is installed (nothing
+changed), 130 interrupted (progress is saved).`,
 		Example: `  # See what would happen, then do it
   lethe backup delete nightly-0412 --dry-run
   lethe backup delete nightly-0412 --yes
 
   # Skip the grace window
   lethe backup delete nightly-0412 --yes --force
+
+  # Give up on items that can never succeed (types the name to confirm)
+  lethe backup delete nightly-0412 --abandon
+
+  # A plugin is gone for good: abandon the items it would have received
+  lethe backup delete nightly-0412 --skip-plugin example.com/ebs-snapshots --abandon --yes
 
   # Let the daemon (lethe server) do the work
   lethe backup delete nightly-0412 --yes --async`,
@@ -55,8 +73,11 @@ failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 	out := outputFlag(c, "table")
 	f := c.Flags()
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan (items per plugin, samples, what is purged) and change nothing")
-	f.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
-	f.BoolVar(&force, "force", false, "skip the grace window and delete now; on a deletion stuck with failed or blocked items, retry them once and then purge anyway (audited)")
+	f.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (with --abandon: required without a terminal)")
+	f.BoolVar(&force, "force", false, "skip the grace window and delete now; nothing else")
+	f.BoolVar(&abandon, "abandon", false, "purge even if items are still failed or blocked after this run, or at a skipped plugin: they are abandoned (audited)")
+	f.StringArrayVar(&skipPlugins, "skip-plugin", nil, "run without this expected plugin, gone for good; its items are abandoned, so it needs --abandon (repeatable)")
+	f.BoolVar(&noPlugins, "no-plugins", false, "allow the deletion with no plugin installed at all (audited)")
 	f.StringVar(&delay, "deletion-delay", "", "grace window for this deletion, e.g. 24h (overrides the annotation and --default-deletion-delay)")
 	f.BoolVar(&wait, "wait", true, "wait for the deletion to finish, with progress")
 	f.BoolVar(&async, "async", false, "only request the deletion; 'lethe server' runs it")
@@ -68,11 +89,20 @@ failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 		if err := backup.ValidateName(name); err != nil {
 			return usageError{err}
 		}
+		if len(skipPlugins) > 0 && !abandon {
+			return usageError{errors.New("--skip-plugin abandons the items that plugin would have received, so it needs --abandon")}
+		}
+		if abandon && !dryRun && !yes && !a.s.InteractiveIn {
+			return usageError{errors.New("--abandon without a terminal needs --yes: the abandoned items' outside work may be left behind")}
+		}
 		ctx := cmd.Context()
 		if err := a.init(); err != nil {
 			return err
 		}
-		opts := deletion.Options{Actor: catalog.ActorFrom(ctx), Force: force, Async: async || !wait, DefaultDelay: a.g.defaultDelayD}
+		opts := deletion.Options{
+			Force: force, ForcePurge: abandon, SkipPlugins: skipPlugins, NoPlugins: noPlugins,
+			Async: async || !wait, DefaultDelay: a.g.defaultDelayD,
+		}
 		if delay != "" {
 			d, err := backup.ParseDuration(delay)
 			if err != nil {
@@ -84,33 +114,29 @@ failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 		if err != nil {
 			return err
 		}
-		// The plan is a full pass over the tarball: computed for --dry-run
-		// and for the question, not when --yes says there is none. Delete
-		// validates the tarball before changing anything either way.
-		// --force on a deletion already stuck with failed or blocked
-		// items is the explicit, audited way past them (DESIGN §7.1): the
-		// items are retried once, and the backup purged even if they
-		// still fail.
-		var stuckItems int
-		if force {
-			stuck, n, err := del.Stuck(ctx, name)
-			if err != nil {
-				return err
-			}
-			if stuck {
-				opts.ForcePurge, stuckItems = true, n
+		if !dryRun && !opts.Async {
+			// Refuse before any question: nothing changes, exit 5.
+			if err := del.Check(ctx, name, opts); err != nil {
+				return deleteError(err)
 			}
 		}
 		var total int64
-		if opts.ForcePurge && !dryRun {
+		switch {
+		case abandon && !dryRun:
 			if !yes {
-				q := fmt.Sprintf("Backup %s is stuck with %d failed or blocked items. --force retries them once, "+
-					"then purges the backup anyway: whatever those items created outside may be left behind. Continue?", name, stuckItems)
-				if stuckItems == 0 {
-					q = fmt.Sprintf("Backup %s is stuck: its tarball is gone from storage, so its plugins cannot finish. "+
-						"--force purges the record anyway: whatever its items created outside may be left behind. Continue?", name)
+				stuck, n, err := del.Stuck(ctx, name)
+				if err != nil {
+					return err
 				}
-				ok, err := a.confirm(q)
+				q := fmt.Sprintf("--abandon purges backup %s even if items are still failed or blocked after this run", name)
+				if stuck {
+					q = fmt.Sprintf("Backup %s is stuck with %d failed or blocked items. --abandon retries them once, then purges it anyway", name, n)
+				}
+				if len(skipPlugins) > 0 {
+					q += ", and abandons every item of " + strings.Join(skipPlugins, ", ")
+				}
+				q += ": whatever those items created outside may be left behind."
+				ok, err := a.confirmName(q, name)
 				if err != nil {
 					return err
 				}
@@ -119,7 +145,7 @@ failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 					return nil
 				}
 			}
-		} else if dryRun || !yes {
+		case dryRun || !yes:
 			if a.s.InteractiveErr {
 				fmt.Fprintf(a.s.Err, "Reading backup %s to plan its deletion...\n", name)
 			}
@@ -132,12 +158,6 @@ failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 					return printStructured(a.s.Out, *out, plan)
 				}
 				a.printPlan(plan)
-				if opts.ForcePurge {
-					fmt.Fprintf(a.s.Out, "--force: %d items are failed or blocked; they would be retried once, and the backup purged even if they still fail.\n", stuckItems)
-				}
-				if opts.ForcePurge && stuckItems == 0 {
-					fmt.Fprintln(a.s.Out, "--force: the tarball is gone from storage; the record would be purged anyway.")
-				}
 				return nil
 			}
 			if plan.Rejected != "" {
@@ -156,9 +176,12 @@ failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 				return nil
 			}
 			total = plan.TotalItems
-		} else if r, err := a.store.Get(ctx, backup.Key(name)); err == nil {
-			if b, err := backup.FromResource(r); err == nil {
-				total = b.Spec.Items
+		}
+		if total == 0 {
+			if r, err := a.store.Get(ctx, backup.Key(name)); err == nil {
+				if b, err := backup.FromResource(r); err == nil {
+					total = b.Spec.Items
+				}
 			}
 		}
 		bar := a.newProgress(total)
@@ -166,7 +189,7 @@ failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 		rep, err := del.Delete(ctx, name, opts)
 		bar.finish()
 		if err != nil {
-			return err
+			return deleteError(err)
 		}
 		if *out != "table" {
 			if err := printStructured(a.s.Out, *out, rep); err != nil {
@@ -175,12 +198,47 @@ failed or blocked (the backup stays), 130 interrupted (progress is saved).`,
 		} else {
 			a.printReport(rep)
 		}
+		if abandon && rep.Result == deletion.ResultScheduled {
+			fmt.Fprintln(a.s.Err, "Note: --abandon applies to a deletion that runs now; this one waits in its grace window (add --force to run it now).")
+		}
 		if rep.Result == deletion.ResultIncomplete {
 			return errIncomplete
 		}
 		return nil
 	}
 	return c
+}
+
+// deleteError maps the deletion's refusals: a bad --skip-plugin is a usage
+// error; a missing plugin keeps its type for exit code 4.
+func deleteError(err error) error {
+	var se *deletion.SkipPluginError
+	if errors.As(err, &se) {
+		return usageError{err}
+	}
+	return err
+}
+
+// pluginRefusal reports whether err refuses work because plugins are
+// missing or cannot load (exit code 4).
+func pluginRefusal(err error) bool {
+	var me *deletion.MissingPluginsError
+	var pe *registry.PluginProblemsError
+	return errors.As(err, &me) || errors.As(err, &pe) || errors.Is(err, deletion.ErrNoPlugins)
+}
+
+// confirmName asks, on a terminal, for the backup's name to be typed:
+// the confirmation of an irreversible, lossy step.
+func (a *app) confirmName(question, name string) (bool, error) {
+	if !a.s.InteractiveIn {
+		return false, usageError{errors.New("refusing to abandon without confirmation: stdin is not a terminal; pass --yes")}
+	}
+	fmt.Fprintf(a.s.Err, "%s\nType the backup's name (%s) to confirm: ", question, name)
+	line, err := bufio.NewReader(a.s.In).ReadString('\n')
+	if err != nil && line == "" {
+		return false, nil
+	}
+	return strings.TrimSpace(line) == name, nil
 }
 
 func pluginSummary(p *deletion.Plan) string {
@@ -208,6 +266,19 @@ func (a *app) printPlan(p *deletion.Plan) {
 	if p.DueAt != nil {
 		fmt.Fprintf(w, "Schedule:  the deletion waits in a grace window until %s (use --force to skip it)\n", p.DueAt.Local().Format(time.RFC3339))
 	}
+	if ab := p.Abandon; ab != nil && ab.Tarball != "" {
+		// The abandon path past a missing or replaced tarball: one
+		// story, no plugin runs and the backup is purged.
+		fmt.Fprintf(w, "Tarball:   %s: %s\n", strings.ToUpper(ab.Tarball), ab.TarballError)
+		fmt.Fprintf(w, "ABANDON:   no plugin would run; the backup would be purged with %d of its %d items not settled "+
+			"(%d failed or blocked, %d never sent to a plugin), recorded in the audit log\n",
+			ab.Items, p.TotalItems, ab.FailedOrBlocked, ab.NotSent)
+		fmt.Fprintln(w, "Purged without running any plugin:")
+		for _, s := range p.Purge {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+		return
+	}
 	fmt.Fprintf(w, "Items:     %d in the tarball", p.TotalItems)
 	if p.AlreadySettled > 0 {
 		fmt.Fprintf(w, ", %d already settled by an earlier run", p.AlreadySettled)
@@ -223,7 +294,17 @@ func (a *app) printPlan(p *deletion.Plan) {
 			fmt.Fprintf(w, "      e.g. %s\n", s)
 		}
 	}
-	fmt.Fprintln(w, "Purged once every item is done or skipped:")
+	if ab := p.Abandon; ab != nil && ab.Items == 0 {
+		fmt.Fprintln(w, "ABANDON:   any item failed or blocked after this run would be abandoned, and the backup purged anyway, "+
+			"recorded in the audit log")
+		fmt.Fprintln(w, "Purged after this run, even with items not settled:")
+	} else if ab != nil {
+		fmt.Fprintf(w, "ABANDON:   %d items are failed or blocked; they would be retried once, and any item still failed "+
+			"or blocked after this run abandoned, recorded in the audit log\n", ab.Items)
+		fmt.Fprintln(w, "Purged after this run, even with items not settled:")
+	} else {
+		fmt.Fprintln(w, "Purged once every item is done or skipped:")
+	}
 	for _, s := range p.Purge {
 		fmt.Fprintf(w, "  %s\n", s)
 	}
@@ -250,9 +331,26 @@ func (a *app) printReport(r *deletion.Report) {
 	}
 	switch r.Result {
 	case deletion.ResultPurged:
+		if r.Forced && r.TarballProblem != "" {
+			fmt.Fprintf(w, "backup %s deleted, ABANDONING, without its plugins (its tarball was %s): %d of %d items not settled are abandoned "+
+				"(%d failed or blocked, %d never sent to a plugin; lethe audit --name %s); purged %s\n",
+				r.Backup, r.TarballProblem, r.UnsettledCount, r.TotalItems, int64(r.UnsettledCount)-r.NotSent, r.NotSent,
+				r.Backup, strings.Join(r.Purged, " and "))
+			for _, o := range r.Unsettled {
+				fmt.Fprintf(w, "  abandoned %-7s %s  %s: %s\n", o.Outcome, o.ItemKey, o.Plugin, o.Message)
+			}
+			return
+		}
 		if r.Forced {
-			fmt.Fprintf(w, "backup %s deleted BY FORCE: %d items were still failed or blocked and are abandoned (lethe audit --name %s); purged %s\n",
-				r.Backup, r.UnsettledCount, r.Backup, strings.Join(r.Purged, " and "))
+			what := fmt.Sprintf("%d items were still failed or blocked and are abandoned", r.UnsettledCount)
+			if r.UnsettledCount == 0 && len(r.Skipped) > 0 {
+				what = "the items of the skipped plugins are abandoned"
+			}
+			fmt.Fprintf(w, "backup %s deleted, ABANDONING: %s (lethe audit --name %s); purged %s\n",
+				r.Backup, what, r.Backup, strings.Join(r.Purged, " and "))
+			for _, name := range slices.Sorted(maps.Keys(r.Skipped)) {
+				fmt.Fprintf(w, "  abandoned %d items at skipped plugin %s, e.g. %s\n", r.Skipped[name].Items, name, strings.Join(r.Skipped[name].Samples, ", "))
+			}
 			for _, o := range r.Unsettled {
 				fmt.Fprintf(w, "  abandoned %-7s %s  %s: %s\n", o.Outcome, o.ItemKey, o.Plugin, o.Message)
 			}
@@ -331,12 +429,15 @@ until the grace window ends, across restarts. Once a deletion is running
 		Example: `  lethe backup undelete nightly-0412`,
 		Args:    exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := backup.ValidateName(args[0]); err != nil {
+				return usageError{err}
+			}
 			ctx := cmd.Context()
 			st, err := a.catalog(ctx)
 			if err != nil {
 				return err
 			}
-			_, ttlCleared, err := deletion.Undelete(ctx, st, args[0], catalog.ActorFrom(ctx), time.Now())
+			_, ttlCleared, err := deletion.Undelete(ctx, st, args[0], time.Now())
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"golang.org/x/term"
 )
@@ -36,8 +37,13 @@ const (
 	exitError       = 1
 	exitUsage       = 2
 	exitIncomplete  = 3
+	exitNotFound    = 4 // no such resource, or it was purged
 	exitInterrupted = 130
 )
+
+// exitPlugins: refused because a plugin the work needs is missing or
+// cannot load, or no plugin is installed; nothing changed.
+const exitPlugins = 5
 
 // errIncomplete marks a command that worked but left work undone (items
 // failed or blocked); Main exits with exitIncomplete.
@@ -107,6 +113,13 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 	if errors.As(err, &ue) || isCobraUsage(msg) {
 		fmt.Fprintf(s.Err, "Run '%s --help' for usage.\n", commandPath(root, args))
 		return exitUsage
+	}
+	var nf *backup.NotFoundError
+	if errors.As(err, &nf) {
+		return exitNotFound
+	}
+	if pluginRefusal(err) {
+		return exitPlugins
 	}
 	return exitError
 }

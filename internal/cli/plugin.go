@@ -3,8 +3,8 @@ package cli
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,13 +32,16 @@ func newPluginLockCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "lock",
 		Short: "Pin the sha256 of every plugin binary in a lock file",
-		Long: `Lock writes lethe-plugins.lock in the plugin folder with the sha256 of every
-plugin binary there. While the lock file exists, Lethe refuses, before
-running it, any binary whose checksum differs or that the lock file does not
-list. Run it again after installing or upgrading a plugin; it shows what
-changed.`,
+		Long: `Lock writes the lock file (--plugin-lock, default lethe-plugins.lock in the
+plugin folder) with the sha256 of every plugin binary there. While the lock
+file exists, Lethe refuses, before running it, any binary whose checksum
+differs or that the lock file does not list, and runs a locked binary from a
+sealed in-memory copy of the checked bytes. Run it again after installing or
+upgrading a plugin; it shows what changed. Keep the lock file outside the
+plugin folder, and pass the same --plugin-lock to every command.`,
 		Example: `  lethe plugin lock --dry-run
-  lethe plugin lock`,
+  lethe plugin lock
+  lethe plugin lock --plugin-lock /etc/lethe/plugins.lock`,
 		Args: exactArgs(0, ""),
 	}
 	out := outputFlag(c, "table")
@@ -50,16 +53,16 @@ changed.`,
 		if err := a.init(); err != nil {
 			return err
 		}
-		lockPath := filepath.Join(a.g.pluginDir, pluginhost.LockFileName)
+		lockPath := a.g.lockFile()
 		old, err := pluginhost.ReadLock(lockPath)
 		if err != nil {
 			return err
 		}
 		var next *pluginhost.Lock
 		if dryRun {
-			next, err = pluginhost.ComputeLock(a.g.pluginDir)
+			next, err = pluginhost.ComputeLock(a.g.pluginDir, lockPath)
 		} else {
-			next, err = pluginhost.WriteLock(a.g.pluginDir)
+			next, err = pluginhost.WriteLock(a.g.pluginDir, lockPath)
 		}
 		if err != nil {
 			return err
@@ -89,7 +92,7 @@ changed.`,
 		}
 		t := newTable(a.s.Out, "BINARY", "SHA256", "CHANGE")
 		for _, v := range views {
-			t.row(v.Binary, v.SHA256, v.Change)
+			t.row(pluginhost.Quote(v.Binary), v.SHA256, v.Change)
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -121,7 +124,13 @@ func newPluginListCmd(a *app) *cobra.Command {
 		Short: "Start every plugin binary, handshake, and list what each serves",
 		Long: `List starts every executable in the plugin folder (--plugin-dir), asks it
 which plugins it serves and what items each one selects, and prints them in
-the order they run: alphanumeric order of their names.`,
+the order they run: alphanumeric order of their names.
+
+A binary that is refused (not in the lock file, checksum mismatch, unsafe
+permissions, reserved or duplicate name, invalid version) or fails to start
+is reported on stderr, one line each, and the command exits non-zero; the
+other plugins are still listed. Names, versions and paths that are not
+plain text are shown quoted.`,
 		Example: `  lethe plugin list
   lethe plugin list -o json`,
 		Args: exactArgs(0, ""),
@@ -143,18 +152,43 @@ the order they run: alphanumeric order of their names.`,
 				Checksum: in.Checksum, ChecksumStatus: in.ChecksumStatus,
 			})
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, views)
+		problems := h.Problems()
+		for _, p := range problems {
+			fmt.Fprintf(a.s.Err, "refused: %s: %s\n", pluginhost.Quote(p.Binary), oneLineErr(p.Err))
 		}
-		if len(views) == 0 {
+		var refused error
+		if len(problems) > 0 {
+			refused = fmt.Errorf("%d plugin binaries refused or failed to start (listed above); their plugins are not loaded", len(problems))
+		}
+		if *out != "table" {
+			if err := printStructured(a.s.Out, *out, views); err != nil {
+				return err
+			}
+			return refused
+		}
+		if len(views) == 0 && refused == nil {
 			fmt.Fprintf(a.s.Out, "No plugins in %s. Copy plugin binaries there (see docs/plugin-authoring.md).\n", a.g.pluginDir)
 			return nil
 		}
+		if len(views) == 0 {
+			return refused
+		}
 		t := newTable(a.s.Out, "NAME", "VERSION", "PROTOCOL", "SELECTOR", "CHECKSUM", "BINARY")
 		for _, v := range views {
-			t.row(v.Name, v.Version, fmt.Sprint(v.ProtocolVersion), v.Selector, v.ChecksumStatus+" "+shortDigest(v.Checksum), v.Binary)
+			// Everything here came from a plugin or the file system:
+			// quoted when it is not plain text, so an escape sequence can
+			// not hide or rewrite a line.
+			t.row(pluginhost.Quote(v.Name), pluginhost.Quote(v.Version), fmt.Sprint(v.ProtocolVersion), pluginhost.Quote(v.Selector), v.ChecksumStatus+" "+shortDigest(v.Checksum), pluginhost.Quote(v.Binary))
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		return refused
 	}
 	return c
+}
+
+// oneLineErr renders a (possibly joined) error on one line.
+func oneLineErr(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -56,6 +55,11 @@ full (-o yaml or json for everything, including spec and status).`,
 		}
 		kind := kindName(args[0])
 		var items []*catalog.Resource
+		if len(args) == 2 && kind == backup.Kind {
+			if err := backup.ValidateName(args[1]); err != nil {
+				return usageError{err}
+			}
+		}
 		if len(args) == 2 {
 			r, err := getResource(ctx, st, catalog.Key{Kind: kind, Namespace: ns, Name: args[1]})
 			if err != nil {
@@ -83,7 +87,7 @@ full (-o yaml or json for everything, including spec and status).`,
 		now := time.Now()
 		t := newTable(a.s.Out, "NAMESPACE", "NAME", "PHASE", "OWNERS", "FINALIZERS", "AGE")
 		for _, r := range items {
-			t.row(dash(r.Namespace), r.Name, string(r.Phase), fmt.Sprint(len(r.Owners)), dash(strings.Join(r.Finalizers, ",")), human(now.Sub(r.CreatedAt)))
+			t.row(dash(r.Namespace), r.Name, string(r.Phase)+blockingConditions(r.Conditions), fmt.Sprint(len(r.Owners)), dash(strings.Join(r.Finalizers, ",")), human(now.Sub(r.CreatedAt)))
 		}
 		return t.flush()
 	}
@@ -91,7 +95,7 @@ full (-o yaml or json for everything, including spec and status).`,
 }
 
 // listAll reads every page of a listing.
-func listAll(ctx context.Context, st catalog.Store, opts catalog.ListOptions) ([]*catalog.Resource, error) {
+func listAll(ctx context.Context, st catalog.Resources, opts catalog.ListOptions) ([]*catalog.Resource, error) {
 	var out []*catalog.Resource
 	for {
 		page, err := st.List(ctx, opts)
@@ -113,15 +117,10 @@ func dash(s string) string {
 	return s
 }
 
-func getResource(ctx context.Context, st catalog.Store, k catalog.Key) (*catalog.Resource, error) {
-	r, err := st.Get(ctx, k)
-	if errors.Is(err, catalog.ErrNotFound) {
-		if ts, terr := st.GetTombstone(ctx, k); terr == nil {
-			return nil, fmt.Errorf("%s was purged at %s by %s", k, ts.PurgedAt.Local().Format(time.RFC3339), ts.Actor)
-		}
-		return nil, fmt.Errorf("%s not found", k)
-	}
-	return r, err
+// getResource reads one resource; a missing or purged one is a
+// *backup.NotFoundError (exit code 4), worded as every command words it.
+func getResource(ctx context.Context, st backup.Reader, k catalog.Key) (*catalog.Resource, error) {
+	return backup.Get(ctx, st, k)
 }
 
 func newDescribeCmd(a *app) *cobra.Command {
@@ -135,6 +134,11 @@ func newDescribeCmd(a *app) *cobra.Command {
 	}
 	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if kindName(args[0]) == backup.Kind {
+			if err := backup.ValidateName(args[1]); err != nil {
+				return usageError{err}
+			}
+		}
 		ctx := cmd.Context()
 		st, err := a.catalog(ctx)
 		if err != nil {

@@ -17,13 +17,17 @@ import (
 type globals struct {
 	home      string
 	pluginDir string
-	store     string
-	storage   string
-	logLevel  string
+	// pluginDirDefault: pluginDir is <home>/plugins, not given by a flag
+	// or LETHE_PLUGIN_DIR; only then is a missing folder created.
+	pluginDirDefault bool
+	store            string
+	storage          string
+	logLevel         string
 
 	itemTimeout    string
 	pluginTimeouts []string
 	defaultDelay   string
+	trust          trustFlags
 
 	// Parsed by resolve.
 	itemTimeoutD    time.Duration
@@ -69,8 +73,9 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.itemTimeout, "item-timeout", "", "how long a plugin may take on one item before it is cancelled, then killed and restarted (env LETHE_ITEM_TIMEOUT; default 5m)")
 	pf.StringArrayVar(&g.pluginTimeouts, "plugin-timeout", nil, "per-plugin item timeout NAME=DURATION, e.g. example.com/ebs=30m (repeatable; env LETHE_PLUGIN_TIMEOUTS, comma-separated)")
 	pf.StringVar(&g.defaultDelay, "default-deletion-delay", "", "grace window for backups without a lethe.io/deletion-delay annotation (env LETHE_DEFAULT_DELETION_DELAY; default none)")
+	g.trust.add(pf)
 
-	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newVersionCmd(a))
+	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newMigrateCmd(a), newVersionCmd(a))
 	return root, a
 }
 
@@ -107,6 +112,9 @@ func (g *globals) resolve(getenv func(string) string) error {
 		if v := getenv("LETHE_PLUGIN_TIMEOUTS"); v != "" {
 			g.pluginTimeouts = strings.Split(v, ",")
 		}
+	}
+	if err := g.trust.resolve(getenv); err != nil {
+		return err
 	}
 	if g.itemTimeout != "" {
 		d, err := backup.ParseDuration(g.itemTimeout)
@@ -151,6 +159,7 @@ func (g *globals) resolve(getenv func(string) string) error {
 	}
 	g.home = home
 	if g.pluginDir == "" {
+		g.pluginDirDefault = true
 		g.pluginDir = filepath.Join(g.home, "plugins")
 	}
 	if g.store == "" {

@@ -2,15 +2,19 @@ package cli
 
 import (
 	"fmt"
+	"net"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/server"
 )
 
 func newServerCmd(a *app) *cobra.Command {
 	var workers int
 	var metrics string
+	var noPlugins bool
 	c := &cobra.Command{
 		Use:   "server",
 		Short: "Run the daemon: TTL expiry, grace-window timers and queued deletions",
@@ -23,6 +27,12 @@ the plugin asked, failed ones with a growing backoff.
 Several servers can share one PostgreSQL catalog (--store postgres://...):
 leases make sure one deletion runs in one place at a time.
 
+The server never purges a backup whose expected plugin is missing or cannot
+start: the deletion stays, with the condition PluginMissing naming the
+plugins (lethe backup get/list, metric lethe_backups_plugin_missing), and is
+looked at again every few minutes. It refuses to start with an empty plugin
+folder (exit 5) unless --no-plugins says that is intended.
+
 The first SIGINT or SIGTERM stops gracefully (progress is saved); a second
 one aborts.`,
 		Example: `  lethe server
@@ -33,23 +43,40 @@ one aborts.`,
 			if workers < 1 {
 				return usageError{fmt.Errorf("--workers must be at least 1, got %d", workers)}
 			}
+			// Bind the metrics address first: one taken fails here,
+			// before any plugin starts or any work is claimed.
+			var ln net.Listener
+			if metrics != "" {
+				var err error
+				if ln, err = server.Listen(metrics); err != nil {
+					return err
+				}
+				defer ln.Close()
+			}
 			del, err := a.deleter(ctx)
 			if err != nil {
 				return err
 			}
+			if len(a.host.Plugins()) == 0 && len(a.host.Problems()) == 0 && !noPlugins {
+				return fmt.Errorf("plugin folder %s is empty: %w", a.g.pluginDir, deletion.ErrNoPlugins)
+			}
+			for _, p := range a.host.Problems() {
+				a.log.Warn("plugin binary not loaded; deletions that expect its plugins will wait", "binary", p.Binary, "plugins", p.Names, "error", p.Err)
+			}
 			srv, err := server.New(&server.Config{
 				Store: a.store, Deleter: del, Logger: a.log, Workers: workers,
-				MetricsAddr: metrics, DefaultDelay: a.g.defaultDelayD,
+				MetricsListener: ln, DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins,
 			})
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %d plugins; Ctrl-C to stop\n",
-				redactURL(a.g.store), a.blobs.URL(), len(a.host.Plugins()))
+				catalog.RedactURL(a.g.store), a.blobs.URL(), len(a.host.Plugins()))
 			return srv.Run(ctx)
 		},
 	}
 	c.Flags().IntVar(&workers, "workers", server.WorkersDefault, "deletions that run at once")
 	c.Flags().StringVar(&metrics, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9464")
+	c.Flags().BoolVar(&noPlugins, "no-plugins", false, "run deletions with no plugin installed at all (audited on each purge)")
 	return c
 }

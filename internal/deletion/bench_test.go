@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,4 +161,93 @@ func BenchmarkDeletePeakMemory(b *testing.B) {
 			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "items/s")
 		})
 	}
+}
+
+// BenchmarkSlowItemWindow is the reordering bound (ReorderWindow) against
+// DESIGN §8's memory budget: a 200k-item backup whose item 10 takes 10 s
+// (its ack is held back that long) through the out-of-process noop
+// plugin. Every item after it finishes first and waits for it, but the
+// feeder stops ReorderWindow ordinals past it, so memory stays flat
+// instead of growing with the backup. Budget: peak heap and peak RSS of
+// the process under 150 MiB. The benchmark runs with the soft memory
+// limit cmd/lethe sets (48 MiB), and the peak RSS is counted from the
+// start of the deletion (VmHWM reset through /proc/self/clear_refs).
+func BenchmarkSlowItemWindow(b *testing.B) {
+	const (
+		n    = 200_000
+		slow = 10
+		wait = 10 * time.Second
+	)
+	tarball := benchTarball(b, n)
+	e := newBenchEnv(b)
+	g := newGate(deletion.HostPlugins(e.Host))
+	del, err := deletion.New(&deletion.Config{Store: e.Store, Blobs: e.Blobs, Plugins: g})
+	require.NoError(b, err)
+	ctx := context.Background()
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(48 << 20))
+	var peakHeap, peakRSS float64
+	for i := range b.N {
+		b.StopTimer()
+		name := fmt.Sprintf("slow-%d", i)
+		addTarball(b, e, name, tarball)
+		runtime.GC()
+		_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // resets VmHWM
+		h := g.hold("lethe.io/noop", slow)
+		stop := make(chan struct{})
+		sampled := make(chan float64)
+		go func() { sampled <- sampleHeap(stop) }()
+		b.StartTimer()
+		go func() {
+			<-h.arrived
+			time.Sleep(wait) // the slow item: a plugin taking 10 s
+			close(h.release)
+		}()
+		rep, err := del.Delete(ctx, name, deletion.Options{Force: true})
+		b.StopTimer()
+		close(stop)
+		peakHeap = max(peakHeap, <-sampled)
+		peakRSS = max(peakRSS, float64(selfHWM())/1024)
+		require.NoError(b, err)
+		require.Equal(b, deletion.ResultPurged, rep.Result)
+		require.EqualValues(b, n, rep.Counts["lethe.io/noop"].Done)
+		b.StartTimer()
+	}
+	b.ReportMetric(peakHeap, "peak-heap-MiB")
+	b.ReportMetric(peakRSS, "peak-RSS-MiB")
+	if peakHeap >= 150 || peakRSS >= 150 {
+		b.Errorf("over the memory budget of 150 MiB: heap %.0f MiB, RSS %.0f MiB", peakHeap, peakRSS)
+	}
+}
+
+// sampleHeap returns the largest in-use heap seen, in MiB, until stop.
+func sampleHeap(stop <-chan struct{}) float64 {
+	var peak uint64
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapInuse)
+		select {
+		case <-stop:
+			return float64(peak) / (1 << 20)
+		case <-t.C:
+		}
+	}
+}
+
+// selfHWM is this process's peak resident set (VmHWM), in KiB.
+func selfHWM() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int64
+			_, _ = fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kib)
+			return kib
+		}
+	}
+	return 0
 }

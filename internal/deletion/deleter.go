@@ -30,6 +30,10 @@ const (
 	LeaseTTLDefault           = 30 * time.Second
 	CheckpointEveryDefault    = 20000
 	CheckpointIntervalDefault = time.Second
+	// ReorderWindowDefault bounds how far the feeder runs ahead of the
+	// watermark: about 16k finished items of 1 KiB wait at most behind
+	// one slow item, a few tens of MiB.
+	ReorderWindowDefault = 16384
 )
 
 // Session is one plugin's stream of items (see pluginhost.Session).
@@ -46,6 +50,8 @@ type Plugins interface {
 	Plugins() []pluginhost.Info
 	// Open starts a session of one plugin for one backup.
 	Open(ctx context.Context, name string, b plugin.Backup, opts pluginhost.SessionOptions) (Session, error)
+	// Problems lists the plugin binaries that could not be loaded.
+	Problems() []pluginhost.Problem
 }
 
 // HostPlugins adapts a plugin host to Plugins.
@@ -55,16 +61,32 @@ type hostPlugins struct{ h *pluginhost.Host }
 
 func (p hostPlugins) Plugins() []pluginhost.Info { return p.h.Plugins() }
 
+func (p hostPlugins) Problems() []pluginhost.Problem { return p.h.Problems() }
+
 func (p hostPlugins) Open(ctx context.Context, name string, b plugin.Backup, opts pluginhost.SessionOptions) (Session, error) {
 	return p.h.OpenSession(ctx, name, b, opts)
 }
 
+// Catalog is the part of the catalog a Deleter uses.
+type Catalog interface {
+	catalog.Resources
+	catalog.Lifecycle
+	catalog.WorkQueue
+	catalog.Progress
+}
+
 // Config configures a Deleter.
 type Config struct {
-	Store   catalog.Store
-	Blobs   blobstore.Store
-	Plugins Plugins
-	Logger  hclog.Logger
+	Store Catalog
+	// Blobs is the configured backup storage: backups registered without
+	// a storage location live there.
+	Blobs blobstore.Store
+	// Locations opens the storage location each backup recorded at
+	// registration; by default a blobstore.Locations around Blobs, whose
+	// other stores Deleter.Close closes.
+	Locations *blobstore.Locations
+	Plugins   Plugins
+	Logger    hclog.Logger
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
 	// Holder names this process in leases; "<host> pid <pid>" by default.
@@ -74,8 +96,13 @@ type Config struct {
 	// CheckpointInterval, whichever comes first.
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
-	Limits             archive.Limits
-	Session            pluginhost.SessionOptions
+	// ReorderWindow is the most ordinals the feeder may run ahead of the
+	// watermark (the first item not yet settled). Items finish out of
+	// order; those past a slow item wait for it in memory, so this bounds
+	// the memory one slow item (up to the item timeout) can hold.
+	ReorderWindow int
+	Limits        archive.Limits
+	Session       pluginhost.SessionOptions
 }
 
 func (c *Config) withDefaults() *Config {
@@ -90,6 +117,7 @@ func (c *Config) withDefaults() *Config {
 	out.LeaseTTL = cmp.Or(c.LeaseTTL, LeaseTTLDefault)
 	out.CheckpointEvery = cmp.Or(c.CheckpointEvery, CheckpointEveryDefault)
 	out.CheckpointInterval = cmp.Or(c.CheckpointInterval, CheckpointIntervalDefault)
+	out.ReorderWindow = cmp.Or(c.ReorderWindow, ReorderWindowDefault)
 	return &out
 }
 
@@ -103,6 +131,8 @@ func (c *Config) validate() error {
 		return errors.New("deletion: Config.Plugins is required")
 	case c.LeaseTTL < time.Second:
 		return errors.New("deletion: Config.LeaseTTL must be at least 1s")
+	case c.ReorderWindow < 1:
+		return errors.New("deletion: Config.ReorderWindow must be at least 1")
 	}
 	return nil
 }
@@ -111,6 +141,17 @@ func (c *Config) validate() error {
 type Deleter struct {
 	cfg *Config
 	log hclog.Logger
+	// ownLocations is set when New made cfg.Locations.
+	ownLocations bool
+	hooks        testHooks
+}
+
+// testHooks let tests step the pipeline deterministically; all nil in
+// production (see export_test.go).
+type testHooks struct {
+	renewTick   <-chan time.Time
+	settled     func(ordinal int64)
+	feederWaits func(ordinal, watermark int64)
 }
 
 // New returns a Deleter.
@@ -119,23 +160,54 @@ func New(cfg *Config) (*Deleter, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	return &Deleter{cfg: c, log: c.Logger.Named("deletion")}, nil
+	d := &Deleter{cfg: c, log: c.Logger.Named("deletion")}
+	if c.Locations == nil {
+		c.Locations, d.ownLocations = blobstore.NewLocations(c.Blobs, nil), true
+	}
+	return d, nil
+}
+
+// Close closes the storage locations the Deleter opened itself (not
+// Config.Blobs, nor a Config.Locations it was given).
+func (d *Deleter) Close() error {
+	if d.ownLocations {
+		return d.cfg.Locations.Close()
+	}
+	return nil
 }
 
 // Options tune one deletion request.
+//
+// The acting user is not an option: it travels in ctx (catalog.WithActor),
+// "cli" when ctx names none for a request or an undelete, "lethe" for the
+// finalizer removal and purge of a run.
 type Options struct {
-	Actor  string
 	Reason string
 	// Force skips the grace window.
 	Force bool
 	// OnlyIfScheduled moves the backup on only if it is Scheduled when the
 	// write happens (the grace-window timer): an undeleted backup stays.
 	OnlyIfScheduled bool
+	// Unattended marks a request of the daemon (TTL expiry, the end of a
+	// grace window, a queued deletion it runs): a missing or replaced tarball does not stop it. The
+	// backup moves on as asked, and its deletion waits, parked with the
+	// TarballMissing or TarballReplaced condition, for an operator: the
+	// problem is raised once instead of on every retry.
+	Unattended bool
 	// ForcePurge purges the backup even if items are still failed or
-	// blocked after this run: the operator's explicit way past unfinished
-	// plugin actions, audited as a force-purge with the abandoned items.
-	// The CLI sets it only for --force on a deletion already stuck.
+	// blocked after this run, were at a skipped plugin, or if its tarball
+	// is missing or replaced so that no plugin can run: the operator's
+	// explicit way past unfinished plugin actions (the abandon path),
+	// audited as a force-purge with every item not settled and the skipped
+	// plugins. The CLI sets it only for --abandon; --force never implies it.
 	ForcePurge bool
+	// SkipPlugins are expected plugins gone for good that this deletion
+	// runs without (see CheckPlugins); their items are abandoned, so it
+	// needs ForcePurge to purge.
+	SkipPlugins []string
+	// NoPlugins says that running with no plugin installed at all is
+	// intended; audited on the purge.
+	NoPlugins bool
 	// Delay, when set, overrides the backup's deletion-delay annotation
 	// and DefaultDelay.
 	Delay        *time.Duration
@@ -176,25 +248,48 @@ type Report struct {
 	TotalItems int64
 	// Counts are the settled outcomes by plugin.
 	Counts map[string]catalog.OutcomeCount
-	// Unsettled are the failed and blocked items (at most 20), of
-	// UnsettledCount.
-	Unsettled      []catalog.ItemOutcome
+	// Unsettled are the failed and blocked items (at most 20).
+	Unsettled []catalog.ItemOutcome
+	// UnsettledCount counts every item not settled as done or skipped:
+	// the failed and blocked ones, plus, when the tarball is gone or
+	// replaced, NotSent.
 	UnsettledCount int
+	// NotSent counts the items that never reached a plugin because the
+	// tarball was missing or replaced (a forced purge only).
+	NotSent int64
+	// TarballProblem says why no plugin could run on a forced purge:
+	// the tarball is missing or replaced. Empty otherwise.
+	TarballProblem string
 	// Purged lists what was purged, e.g. the tarball's URL and the record.
 	Purged []string
 	// Forced is set when the backup was purged with items unsettled
 	// (Options.ForcePurge).
 	Forced bool
+	// Skipped are the plugins skipped by Options.SkipPlugins, with the
+	// items each would have received.
+	Skipped map[string]backup.ExpectedPlugin `json:",omitempty"`
 }
 
 func (d *Deleter) now() time.Time { return d.cfg.Now().UTC() }
 
-// ErrTarballMissing: a backup's tarball is not in storage.
+// ErrTarballMissing means a backup's tarball is not in its storage location.
 var ErrTarballMissing = errors.New("tarball missing")
+
+// ErrTarballReplaced means the object at a backup's storage key is not
+// the tarball registered (its sha256 differs from the recorded digest).
+var ErrTarballReplaced = errors.New("tarball replaced")
+
+// tarballUnusable reports whether err says that no plugin can run on the
+// backup's items because its tarball is missing or replaced: only the
+// abandon path (Options.ForcePurge) gets past it.
+func tarballUnusable(err error) bool {
+	return errors.Is(err, ErrTarballMissing) || errors.Is(err, ErrTarballReplaced)
+}
 
 // Stuck reports whether the named backup is Deleting and cannot finish on
 // its own: failed or blocked items left by an earlier run (how many), or
-// its tarball gone from storage while plugins still had to run.
+// its tarball missing from storage or replaced while plugins still had to
+// run.
 func (d *Deleter) Stuck(ctx context.Context, name string) (bool, int, error) {
 	b, err := d.get(ctx, name)
 	if err != nil || b.Resource.Phase != catalog.PhaseDeleting {
@@ -207,12 +302,43 @@ func (d *Deleter) Stuck(ctx context.Context, name string) (bool, int, error) {
 	if len(rows) > 0 {
 		return true, len(rows), nil
 	}
-	if slices.Contains(b.Resource.Finalizers, catalog.FinalizerDeleteActions) {
-		if _, err := d.cfg.Blobs.Stat(ctx, b.Spec.StorageKey); errors.Is(err, blobstore.ErrNotFound) {
-			return true, 0, nil
-		}
+	if !slices.Contains(b.Resource.Finalizers, catalog.FinalizerDeleteActions) {
+		return false, 0, nil
+	}
+	if slices.ContainsFunc(b.Resource.Conditions, func(c catalog.Condition) bool {
+		return c.Status == "True" && backup.ParksDeletion(c.Type)
+	}) {
+		return true, 0, nil
+	}
+	bl, err := d.blobsFor(ctx, b)
+	if err != nil {
+		return false, 0, err
+	}
+	if _, err := bl.Stat(ctx, b.Spec.StorageKey); errors.Is(err, blobstore.ErrNotFound) {
+		return true, 0, nil
 	}
 	return false, 0, nil
+}
+
+// blobsFor opens the storage location the backup was registered in (the
+// configured storage for a backup that recorded none).
+func (d *Deleter) blobsFor(ctx context.Context, b *backup.Backup) (blobstore.Store, error) {
+	bl, err := d.cfg.Locations.Open(ctx, b.Spec.StorageLocation)
+	if err != nil {
+		return nil, fmt.Errorf("backup %s: %w", b.Name(), err)
+	}
+	return bl, nil
+}
+
+// tarballURL is where the backup's tarball is, for messages and plugins.
+func (d *Deleter) tarballURL(ctx context.Context, b *backup.Backup) string {
+	loc := d.cfg.Blobs.URL()
+	if bl, err := d.cfg.Locations.Open(ctx, b.Spec.StorageLocation); err == nil {
+		loc = bl.URL()
+	} else if l, err := blobstore.Location(b.Spec.StorageLocation); err == nil {
+		loc = l
+	}
+	return loc + "/" + b.Spec.StorageKey
 }
 
 // Holder is the name this Deleter uses in leases.
@@ -228,8 +354,16 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 	if err != nil {
 		return nil, err
 	}
+	if err := d.startCheck(b, opts); err != nil {
+		return nil, err
+	}
 	if b.Resource.Phase != catalog.PhaseDeleting {
-		if _, err := d.validate(ctx, b); err != nil {
+		_, err := d.validate(ctx, b)
+		d.noteTarball(ctx, b, err, opts)
+		// A tarball that is missing or replaced stops everything but the
+		// abandon path, which purges without plugins (see run), and the
+		// daemon, whose deletion then waits for an operator.
+		if err != nil && !((opts.ForcePurge || opts.Unattended) && tarballUnusable(err)) {
 			return nil, err
 		}
 	}
@@ -262,8 +396,11 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 // (the returned report says so), or to Deleting (nil report: run it).
 func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (*Report, error) {
 	r := b.Resource
-	actor := cmp.Or(opts.Actor, "cli")
+	ctx = catalog.WithDefaultActor(ctx, "cli")
 	reason := cmp.Or(opts.Reason, "deletion requested")
+	if opts.NoPlugins {
+		reason += " with --no-plugins: no plugin is installed"
+	}
 	if opts.OnlyIfScheduled && r.Phase != catalog.PhaseScheduled {
 		return &Report{Backup: r.Name, Result: ResultNotScheduled}, nil
 	}
@@ -271,7 +408,7 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 	case catalog.PhaseDeleting:
 		return nil, nil
 	case catalog.PhaseActive:
-		delay := opts.DefaultDelay
+		var delay time.Duration
 		if opts.Delay != nil {
 			delay = *opts.Delay
 		} else {
@@ -281,7 +418,7 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 			}
 		}
 		if delay > 0 && !opts.Force {
-			r, err := d.cfg.Store.Schedule(ctx, r.Key(), catalog.ScheduleOptions{Delay: delay, Actor: actor, Reason: reason})
+			r, err := d.cfg.Store.Schedule(ctx, r.Key(), catalog.ScheduleOptions{Delay: delay, Reason: reason})
 			if err != nil {
 				return nil, err
 			}
@@ -294,15 +431,21 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 	}
 	_, err := d.cfg.Store.Delete(ctx, r.Key(), catalog.DeleteOptions{
 		Finalizers: []string{catalog.FinalizerDeleteActions}, Force: opts.Force, OnlyIfScheduled: opts.OnlyIfScheduled,
-		Actor: actor, Reason: reason,
+		Reason: reason,
 	})
 	return nil, err
 }
 
 // Undelete cancels a scheduled deletion (see the package function).
-func (d *Deleter) Undelete(ctx context.Context, name, actor string) (*catalog.Resource, error) {
-	r, _, err := Undelete(ctx, d.cfg.Store, name, actor, d.now())
+func (d *Deleter) Undelete(ctx context.Context, name string) (*catalog.Resource, error) {
+	r, _, err := Undelete(ctx, d.cfg.Store, name, d.now())
 	return r, err
+}
+
+// UndeleteCatalog is the part of the catalog Undelete uses.
+type UndeleteCatalog interface {
+	catalog.Resources
+	catalog.Lifecycle
 }
 
 // AnnotationTTLCleared records when undelete removed an expired TTL.
@@ -312,12 +455,10 @@ const AnnotationTTLCleared = "lethe.io/ttl-cleared-by-undelete"
 // already expired loses its expiry first (ttlCleared), or the TTL
 // controller would request its deletion again at once: the person who
 // undeleted it wants it kept. It needs no plugins.
-func Undelete(ctx context.Context, st catalog.Store, name, actor string, now time.Time) (r *catalog.Resource, ttlCleared bool, err error) {
-	actor = cmp.Or(actor, "cli")
+func Undelete(ctx context.Context, st UndeleteCatalog, name string, now time.Time) (r *catalog.Resource, ttlCleared bool, err error) {
+	ctx = catalog.WithDefaultActor(ctx, "cli")
 	for range 3 {
-		if r, err = st.Get(ctx, backup.Key(name)); errors.Is(err, catalog.ErrNotFound) {
-			return nil, false, fmt.Errorf("backup %q not found", name)
-		} else if err != nil {
+		if r, err = backup.Get(ctx, st, backup.Key(name)); err != nil {
 			return nil, false, err
 		}
 		switch r.Phase {
@@ -332,7 +473,7 @@ func Undelete(ctx context.Context, st catalog.Store, name, actor string, now tim
 			return nil, false, err
 		}
 		if b.Spec.ExpiresAt == nil || b.Spec.ExpiresAt.After(now) {
-			r, err = st.Undelete(ctx, r.Key(), actor, "undelete requested")
+			r, err = st.Undelete(ctx, r.Key(), "undelete requested")
 			return r, false, err
 		}
 		b.Spec.ExpiresAt, b.Spec.TTL = nil, 0
@@ -343,84 +484,121 @@ func Undelete(ctx context.Context, st catalog.Store, name, actor string, now tim
 		if err := b.Encode(); err != nil {
 			return nil, false, err
 		}
-		if _, err = st.Update(catalog.WithActor(ctx, actor), r); errors.Is(err, catalog.ErrConflict) {
+		if _, err = st.Update(ctx, r); errors.Is(err, catalog.ErrConflict) {
 			continue
 		} else if err != nil {
 			return nil, false, err
 		}
-		r, err = st.Undelete(ctx, r.Key(), actor, "undelete requested; the expired TTL was removed")
+		r, err = st.Undelete(ctx, r.Key(), "undelete requested; the expired TTL was removed")
 		return r, true, err
 	}
 	return nil, false, fmt.Errorf("backup %s: %w", name, catalog.ErrConflict)
 }
 
 func (d *Deleter) get(ctx context.Context, name string) (*backup.Backup, error) {
-	r, err := d.cfg.Store.Get(ctx, backup.Key(name))
-	if errors.Is(err, catalog.ErrNotFound) {
-		if ts, terr := d.cfg.Store.GetTombstone(ctx, backup.Key(name)); terr == nil {
-			return nil, fmt.Errorf("backup %q was purged at %s by %s", name, ts.PurgedAt.Format(time.RFC3339), ts.Actor)
-		}
-		return nil, fmt.Errorf("backup %q not found", name)
-	}
+	r, err := backup.Get(ctx, d.cfg.Store, backup.Key(name))
 	if err != nil {
 		return nil, err
 	}
 	return backup.FromResource(r)
 }
 
-// validate checks the tarball before anything changes. A tarball whose
-// sha256 matches the digest recorded when it was validated at create or
-// sync time is the same bytes, so one hashing pass proves it; any other
-// tarball is validated in full (and a hostile one refused).
+// validate checks the tarball before anything changes, in the storage
+// location the backup recorded. A backup registered with a digest must
+// find exactly those bytes: one hashing pass proves it, and any other
+// object at its key is refused with ErrTarballReplaced, before any plugin
+// runs, whatever it contains (its items are not this backup's). A backup
+// registered without a digest has its tarball validated in full, and a
+// hostile one refused. A missing tarball is ErrTarballMissing.
 func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summary, error) {
-	open := func() (io.ReadCloser, error) {
-		rc, err := d.cfg.Blobs.Open(ctx, b.Spec.StorageKey)
-		if errors.Is(err, blobstore.ErrNotFound) {
-			return nil, fmt.Errorf("backup %s: %w: %s not found in %s", b.Name(), ErrTarballMissing, b.Spec.StorageKey, d.cfg.Blobs.URL())
-		}
-		if err != nil {
-			return nil, fmt.Errorf("backup %s: %w", b.Name(), err)
-		}
-		return rc, nil
-	}
-	changed := false
-	if b.Spec.Digest != "" {
-		rc, err := open()
-		if err != nil {
-			return nil, err
-		}
-		h := sha256.New()
-		_, err = io.CopyBuffer(h, rc, make([]byte, 1<<20))
-		rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("backup %s: reading tarball: %w", b.Name(), err)
-		}
-		if hex.EncodeToString(h.Sum(nil)) == b.Spec.Digest {
-			return &archive.Summary{Items: b.Spec.Items, Digest: b.Spec.Digest, CopyOnlyItems: b.Spec.CopyOnlyItems}, nil
-		}
-		d.log.Info("tarball differs from the one validated at create time; validating it in full", "backup", b.Name())
-		changed = true
-	}
-	rc, err := open()
+	bl, err := d.blobsFor(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
-	sum, err := archive.Validate(rc, d.cfg.Limits)
+	where := bl.URL() + "/" + b.Spec.StorageKey
+	rc, err := bl.Open(ctx, b.Spec.StorageKey)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return nil, fmt.Errorf("backup %s: %w: %s is gone from storage; no plugin can run on its items", b.Name(), ErrTarballMissing, where)
+	}
 	if err != nil {
-		if changed {
-			return nil, fmt.Errorf("backup %s: the stored tarball changed since it was registered: %w", b.Name(), err)
-		}
 		return nil, fmt.Errorf("backup %s: %w", b.Name(), err)
 	}
-	return sum, nil
+	defer rc.Close()
+	if b.Spec.Digest == "" {
+		sum, err := archive.Validate(rc, d.cfg.Limits)
+		if err != nil {
+			return nil, fmt.Errorf("backup %s: %w", b.Name(), err)
+		}
+		return sum, nil
+	}
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, rc, make([]byte, 1<<20)); err != nil {
+		return nil, fmt.Errorf("backup %s: reading tarball %s: %w", b.Name(), where, err)
+	}
+	if found := hex.EncodeToString(h.Sum(nil)); found != b.Spec.Digest {
+		return nil, fmt.Errorf("backup %s: %w: %s has sha256 %s, but sha256 %s was recorded at registration; "+
+			"its items are not this backup's, so no plugin runs and nothing changed", b.Name(), ErrTarballReplaced, where, found, b.Spec.Digest)
+	}
+	return &archive.Summary{Items: b.Spec.Items, Digest: b.Spec.Digest, CopyOnlyItems: b.Spec.CopyOnlyItems}, nil
+}
+
+// noteTarball records on the backup what validate found: the condition
+// TarballMissing or TarballReplaced becomes True (logged once, when it
+// turns True), or False again once the tarball is usable. It writes only
+// when a condition changes, so repeated runs change nothing.
+func (d *Deleter) noteTarball(ctx context.Context, b *backup.Backup, verr error, opts Options) {
+	if verr != nil && !tarballUnusable(verr) {
+		return // nothing learnt about the tarball (storage unreachable, say)
+	}
+	ctx = context.WithoutCancel(ctx)
+	for range 3 {
+		cur, err := d.cfg.Store.Get(ctx, b.Resource.Key())
+		if err != nil {
+			return
+		}
+		now := d.now()
+		changed, raised := false, ""
+		for _, t := range []string{backup.ConditionTarballMissing, backup.ConditionTarballReplaced} {
+			want := (t == backup.ConditionTarballMissing && errors.Is(verr, ErrTarballMissing)) ||
+				(t == backup.ConditionTarballReplaced && errors.Is(verr, ErrTarballReplaced))
+			i := slices.IndexFunc(cur.Conditions, func(c catalog.Condition) bool { return c.Type == t })
+			switch {
+			case want && (i < 0 || cur.Conditions[i].Status != "True"):
+				setCondition(cur, catalog.Condition{Type: t, Status: "True", Reason: t, LastTransitionTime: now,
+					Message: verr.Error() + "; the daemon will not retry it: delete it again once the tarball is back, or abandon it"})
+				changed, raised = true, t
+			case !want && i >= 0 && cur.Conditions[i].Status == "True":
+				setCondition(cur, catalog.Condition{Type: t, Status: "False", Reason: "TarballFound", LastTransitionTime: now,
+					Message: "the registered tarball is in storage"})
+				changed = true
+			}
+		}
+		if !changed {
+			return
+		}
+		_, err = d.cfg.Store.Update(ctx, cur)
+		if errors.Is(err, catalog.ErrConflict) {
+			continue
+		}
+		// The daemon says it once in its log; an operator at the CLI gets
+		// the error itself, and one line is enough.
+		if err == nil && raised != "" && opts.Unattended {
+			d.log.Warn("backup deletion cannot run: "+raised+"; it waits for an operator (delete it again once the tarball is back, or abandon it)",
+				"backup", b.Name(), "error", verr.Error())
+		}
+		return
+	}
 }
 
 // openItems opens the tarball for the pass that feeds plugins. A tarball
 // Validate accepted with no copy-only items is read without per-item
 // state, so memory stays flat whatever its size.
 func (d *Deleter) openItems(ctx context.Context, b *backup.Backup, sum *archive.Summary) (*archive.Reader, func(), error) {
-	rc, err := d.cfg.Blobs.Open(ctx, b.Spec.StorageKey)
+	bl, err := d.blobsFor(ctx, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := bl.Open(ctx, b.Spec.StorageKey)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -89,7 +89,10 @@ func (d *Deleter) claim(ctx context.Context, uid string) (*catalog.WorkItem, err
 		return nil, err
 	}
 	d.log.Info("taking over the lease of a dead process", "holder", held.Holder)
-	if rerr := d.cfg.Store.Release(ctx, cur.ID, held.Holder, d.now(), "holder "+held.Holder+" died"); rerr != nil && !errors.Is(rerr, catalog.ErrLeaseLost) {
+	if cur.Holder != held.Holder {
+		return nil, err
+	}
+	if rerr := d.cfg.Store.Release(ctx, cur.Fence(), d.now(), "holder "+held.Holder+" died"); rerr != nil && !errors.Is(rerr, catalog.ErrLeaseLost) {
 		return nil, rerr
 	}
 	return d.cfg.Store.ClaimKey(ctx, Queue, uid, d.cfg.Holder, d.cfg.LeaseTTL)

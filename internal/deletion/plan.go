@@ -17,9 +17,13 @@ const planSamples = 3
 type Plan struct {
 	Backup string        `json:"backup"`
 	Phase  catalog.Phase `json:"phase"`
-	// Rejected is set when the tarball would be rejected: the deletion
-	// would stop before any plugin runs.
+	// Rejected is set when the deletion would stop before any plugin
+	// runs and change nothing: the tarball would be rejected, or its
+	// storage location cannot be used.
 	Rejected string `json:"rejected,omitempty"`
+	// Abandon is set when the deletion would purge the backup with items
+	// not settled (Options.ForcePurge, the abandon path).
+	Abandon *AbandonPlan `json:"abandon,omitempty"`
 	// DueAt is set when the deletion would be scheduled, not run now.
 	DueAt      *time.Time   `json:"dueAt,omitempty"`
 	TotalItems int64        `json:"totalItems"`
@@ -30,6 +34,22 @@ type Plan struct {
 	AlreadySettled int64 `json:"alreadySettled"`
 	// Purge lists what is purged once every item is done or skipped.
 	Purge []string `json:"purge"`
+}
+
+// AbandonPlan is what a forced purge would leave behind.
+type AbandonPlan struct {
+	// Tarball is "missing" or "replaced" when no plugin can run (the
+	// backup is purged at once); empty when the tarball is usable and
+	// the failed or blocked items are retried once first.
+	Tarball string `json:"tarball,omitempty"`
+	// TarballError is the problem, in full, when Tarball is set.
+	TarballError string `json:"tarballError,omitempty"`
+	// Items counts every item not settled as done or skipped now.
+	Items int64 `json:"items"`
+	// FailedOrBlocked counts the items an earlier run left failed or
+	// blocked; NotSent those that would never reach a plugin.
+	FailedOrBlocked int64 `json:"failedOrBlocked"`
+	NotSent         int64 `json:"notSent"`
 }
 
 // PluginPlan is one plugin's share of a plan.
@@ -55,11 +75,11 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		p.Plugins[i] = PluginPlan{Plugin: in.Name, Selector: in.Selector.String()}
 	}
 	p.Purge = []string{
-		"tarball " + d.cfg.Blobs.URL() + "/" + b.Spec.StorageKey,
+		"tarball " + d.tarballURL(ctx, b),
 		"catalog record " + r.Key().String() + " (a tombstone and the audit log remain)",
 	}
 	if r.Phase == catalog.PhaseActive && !opts.Force {
-		delay := opts.DefaultDelay
+		var delay time.Duration
 		if opts.Delay != nil {
 			delay = *opts.Delay
 		} else if delay, err = backup.DeletionDelay(r, opts.DefaultDelay); err != nil {
@@ -73,7 +93,26 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		p.DueAt = r.DeletionDueAt
 	}
 
+	if err := d.startCheck(b, opts); err != nil {
+		p.Rejected = err.Error()
+		return p, nil
+	}
 	sum, err := d.validate(ctx, b)
+	if tarballUnusable(err) && opts.ForcePurge {
+		// The abandon path: no plugin can run, and the backup is purged
+		// with every item not settled.
+		rep := &Report{}
+		if aerr := d.abandonAll(ctx, b, rep, err); aerr != nil {
+			return nil, aerr
+		}
+		p.TotalItems = rep.TotalItems
+		p.Abandon = &AbandonPlan{
+			Tarball: rep.TarballProblem, TarballError: err.Error(), Items: int64(rep.UnsettledCount),
+			FailedOrBlocked: int64(rep.UnsettledCount) - rep.NotSent, NotSent: rep.NotSent,
+		}
+		p.AlreadySettled = rep.TotalItems - int64(rep.UnsettledCount)
+		return p, nil
+	}
 	if err != nil {
 		p.Rejected = err.Error()
 		return p, nil
@@ -86,8 +125,14 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		for _, row := range rows {
 			prior[row.Ordinal] = true
 		}
+		if opts.ForcePurge && len(rows) > 0 {
+			p.Abandon = &AbandonPlan{Items: int64(len(rows)), FailedOrBlocked: int64(len(rows))}
+		}
 	} else if err != nil && !errors.Is(err, catalog.ErrNotFound) {
 		return nil, err
+	}
+	if opts.ForcePurge && p.Abandon == nil {
+		p.Abandon = &AbandonPlan{}
 	}
 
 	ar, closeItems, err := d.openItems(ctx, b, sum)

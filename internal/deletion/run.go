@@ -35,6 +35,10 @@ func (d *Deleter) Run(ctx context.Context, name string, opts Options) (*Report, 
 	if b.Resource.Phase != catalog.PhaseDeleting {
 		return nil, fmt.Errorf("backup %s is %s, not Deleting", name, b.Resource.Phase)
 	}
+	if err := d.CheckPlugins(b, opts); err != nil {
+		return nil, err
+	}
+	d.setPluginCondition(ctx, b.Resource, nil)
 	if _, err := d.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: b.Resource.UID, RunAt: d.now()}); err != nil {
 		return nil, err
 	}
@@ -50,27 +54,46 @@ func (d *Deleter) Run(ctx context.Context, name string, opts Options) (*Report, 
 	return d.runLeased(ctx, b, w, opts)
 }
 
+// ErrStaleWork means a deletion work item names a backup that is not in
+// Deleting. RunWork removes such an item without touching the backup.
+var ErrStaleWork = errors.New("stale deletion work item")
+
 // RunWork executes a deletion work item this process has claimed (see
-// catalog.Store.Claim); the daemon uses it.
+// catalog.Store.Claim); the daemon uses it. A work item whose backup is
+// gone is complete; one whose backup is not Deleting is stale: it is
+// removed, nothing else changes, and the error says so.
 func (d *Deleter) RunWork(ctx context.Context, w *catalog.WorkItem, opts Options) (*Report, error) {
 	r, err := d.cfg.Store.GetByUID(ctx, w.Key)
 	if errors.Is(err, catalog.ErrNotFound) {
 		// Purged already: the work is done.
-		return nil, d.cfg.Store.Complete(ctx, w.ID, d.cfg.Holder)
+		return nil, d.cfg.Store.Complete(ctx, w.Fence())
 	}
 	if err != nil {
 		return nil, err
+	}
+	if r.Kind != backup.Kind || r.Phase != catalog.PhaseDeleting {
+		stale := fmt.Errorf("%w: %s %s is %s, not Deleting; the work item was removed and nothing else changed",
+			ErrStaleWork, r.Kind, r.Name, r.Phase)
+		return nil, errors.Join(stale, d.cfg.Store.Complete(ctx, w.Fence()))
 	}
 	b, err := backup.FromResource(r)
 	if err != nil {
 		return nil, err
 	}
+	if err := d.CheckPlugins(b, opts); err != nil {
+		return nil, d.refusePlugins(ctx, b, w, err)
+	}
+	d.setPluginCondition(ctx, r, nil)
 	return d.runLeased(ctx, b, w, opts)
 }
 
+// runLeased runs the deletion under the claim w: every catalog write of
+// the run is fenced by that claim, so a run that lost its lease (expired,
+// or claimed again, even by this process) writes nothing more.
 func (d *Deleter) runLeased(ctx context.Context, b *backup.Backup, w *catalog.WorkItem, opts Options) (*Report, error) {
 	name := b.Name()
-	runCtx, cancel := context.WithCancelCause(ctx)
+	fence := w.Fence()
+	runCtx, cancel := context.WithCancelCause(catalog.WithFence(ctx, fence))
 	defer cancel(nil)
 	renewDone := d.keepLease(runCtx, cancel, w)
 	rep, runErr := d.run(runCtx, b, w, opts)
@@ -80,17 +103,24 @@ func (d *Deleter) runLeased(ctx context.Context, b *backup.Backup, w *catalog.Wo
 	// Leave the work item for a later run unless the deletion finished.
 	bg := context.WithoutCancel(ctx)
 	if runErr == nil && rep.Result == ResultPurged {
-		if err := d.cfg.Store.Complete(bg, w.ID, d.cfg.Holder); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		if err := d.cfg.Store.Complete(bg, fence); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 			d.log.Warn("completing work item", "backup", name, "error", err)
 		}
 	} else {
 		msg, next := "", d.retryAt(rep, w)
+		if tarballUnusable(runErr) {
+			// Retrying changes nothing until the tarball is back, or the
+			// operator abandons the items: the daemon leaves it parked
+			// (the backup's condition says why), and an explicit delete
+			// claims it by key whatever its run time.
+			next = d.now().Add(ParkedFor)
+		}
 		if runErr != nil {
 			msg = runErr.Error()
 		} else {
 			msg = fmt.Sprintf("%d items unsettled", rep.UnsettledCount)
 		}
-		if err := d.cfg.Store.Release(bg, w.ID, d.cfg.Holder, next, msg); err != nil && !errors.Is(err, catalog.ErrLeaseLost) {
+		if err := d.cfg.Store.Release(bg, fence, next, msg); err != nil && !errors.Is(err, catalog.ErrLeaseLost) {
 			d.log.Warn("releasing work item", "backup", name, "error", err)
 		}
 	}
@@ -103,9 +133,22 @@ func (d *Deleter) runLeased(ctx context.Context, b *backup.Backup, w *catalog.Wo
 	return rep, nil
 }
 
+// ParkedFor is how far ahead the work item of a deletion whose tarball is
+// missing or replaced is put off: in effect, until an explicit delete.
+const ParkedFor = 50 * 365 * 24 * time.Hour
+
+// The range a plugin's retryAfter (plugin.Blocked) is held to. Zero means
+// "use the backoff"; anything else outside the range is clamped, and
+// logged once per plugin per run.
+const (
+	RetryAfterMin = time.Minute
+	RetryAfterMax = 24 * time.Hour
+)
+
 // retryAt is when the daemon should try an unfinished deletion again: the
 // earliest retry time a blocked item asked for, or a backoff that grows
-// with the attempts, capped at an hour.
+// with the attempts, capped at an hour; never sooner than RetryAfterMin
+// from now, so that no plugin can make the daemon spin.
 func (d *Deleter) retryAt(rep *Report, w *catalog.WorkItem) time.Time {
 	now := d.now()
 	backoff := min(time.Duration(1<<min(w.Attempts, 6))*time.Minute, time.Hour)
@@ -117,28 +160,72 @@ func (d *Deleter) retryAt(rep *Report, w *catalog.WorkItem) time.Time {
 			}
 		}
 	}
-	return next
+	return maxTime(next, now.Add(RetryAfterMin))
 }
 
-// keepLease renews the lease until ctx ends; losing it cancels the run.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// clampRetryAfter holds a plugin's retryAfter to [RetryAfterMin,
+// RetryAfterMax]; zero stays zero (the backoff decides). clamped says
+// whether the value was out of range.
+func clampRetryAfter(after time.Duration) (_ time.Duration, clamped bool) {
+	switch {
+	case after == 0:
+		return 0, false
+	case after < RetryAfterMin:
+		return RetryAfterMin, true
+	case after > RetryAfterMax:
+		return RetryAfterMax, true
+	}
+	return after, false
+}
+
+// keepLease renews the lease every third of its TTL until ctx ends. A
+// renewal that fails for a transient reason (the database briefly away)
+// is retried sooner, for as long as the lease has not expired; a lease
+// lost (expired, or claimed again) cancels the run, which then stops
+// before its next write (every write is fenced anyway).
 func (d *Deleter) keepLease(ctx context.Context, cancel context.CancelCauseFunc, w *catalog.WorkItem) <-chan struct{} {
 	done := make(chan struct{})
+	fence := w.Fence()
+	expires := w.LeaseExpiresAt
+	every, retry := d.cfg.LeaseTTL/3, max(d.cfg.LeaseTTL/20, 10*time.Millisecond)
 	go func() {
 		defer close(done)
-		t := time.NewTicker(d.cfg.LeaseTTL / 3)
+		t := time.NewTimer(every)
 		defer t.Stop()
 		for {
+			tick := t.C
+			if d.hooks.renewTick != nil {
+				tick = d.hooks.renewTick
+			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
-				if _, err := d.cfg.Store.Renew(ctx, w.ID, d.cfg.Holder, d.cfg.LeaseTTL); err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					cancel(fmt.Errorf("lost the deletion lease: %w", err))
-					return
-				}
+			case <-tick:
+			}
+			cur, err := d.cfg.Store.Renew(ctx, fence, d.cfg.LeaseTTL)
+			switch {
+			case err == nil:
+				expires = cur.LeaseExpiresAt
+				t.Reset(every)
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, catalog.ErrLeaseLost):
+				cancel(fmt.Errorf("lost the deletion lease: %w", err))
+				return
+			case !d.now().Before(expires):
+				cancel(fmt.Errorf("lost the deletion lease: it expired at %s while renewing it failed: %w: %w",
+					expires.Format(time.RFC3339), err, catalog.ErrLeaseLost))
+				return
+			default:
+				d.log.Warn("renewing the deletion lease failed; retrying before it expires", "expires", expires, "error", err)
+				t.Reset(retry)
 			}
 		}
 	}()
@@ -169,19 +256,20 @@ type settledOutcome struct {
 func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem, opts Options) (*Report, error) {
 	r := b.Resource
 	rep := &Report{Backup: r.Name}
-	fence := &catalog.Fence{Queue: Queue, Key: r.UID, Holder: d.cfg.Holder}
+	fence := w.Fence()
 
 	if slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
 		sum, err := d.validate(ctx, b)
-		if errors.Is(err, ErrTarballMissing) && opts.ForcePurge {
-			// Nothing left to give the plugins: the forced purge abandons
-			// whatever they had not finished.
-			d.log.Warn("force-purging a backup whose tarball is gone", "backup", r.Name)
-			rep.Forced = true
-			if p, rows, lerr := d.cfg.Store.LoadProgress(ctx, r.UID); lerr == nil {
-				rep.TotalItems, rep.Counts, rep.UnsettledCount = p.TotalItems, p.Counts, len(rows)
-				rep.Unsettled = rows[:min(len(rows), maxReportedUnsettled)]
+		d.noteTarball(ctx, b, err, opts)
+		if tarballUnusable(err) && opts.ForcePurge {
+			// Nothing this backup owns is left to give the plugins: the
+			// forced purge abandons every item they had not finished,
+			// including those never sent.
+			if err := d.abandonAll(ctx, b, rep, err); err != nil {
+				return nil, err
 			}
+			d.log.Warn("force-purging a backup whose tarball is "+rep.TarballProblem, "backup", r.Name,
+				"notSettled", rep.UnsettledCount, "neverSent", rep.NotSent)
 			return d.purge(ctx, b, rep, opts)
 		}
 		if err != nil {
@@ -194,7 +282,7 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 		}
 		switch {
 		case done:
-			if _, err := d.cfg.Store.RemoveFinalizer(ctx, r.Key(), catalog.FinalizerDeleteActions, cmp.Or(opts.Actor, "lethe")); err != nil {
+			if _, err := d.cfg.Store.RemoveFinalizer(catalog.WithDefaultActor(ctx, "lethe"), r.Key(), catalog.FinalizerDeleteActions); err != nil {
 				return nil, err
 			}
 		case !opts.ForcePurge:
@@ -213,23 +301,76 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 	return d.purge(ctx, b, rep, opts)
 }
 
+// abandonAll fills the report of a forced purge whose tarball is missing
+// or replaced: every item recorded at registration that is not settled as
+// done or skipped is abandoned, those that failed or are blocked and
+// those never sent to any plugin alike.
+func (d *Deleter) abandonAll(ctx context.Context, b *backup.Backup, rep *Report, cause error) error {
+	rep.Forced = true
+	rep.TarballProblem = "missing"
+	if errors.Is(cause, ErrTarballReplaced) {
+		rep.TarballProblem = "replaced"
+	}
+	total := b.Spec.Items
+	var watermark int64
+	p, rows, err := d.cfg.Store.LoadProgress(ctx, b.Resource.UID)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		rep.Counts, watermark = p.Counts, p.Watermark
+		total = max(total, p.TotalItems)
+	}
+	// Below the watermark every item is settled, or has a row (failed or
+	// blocked); above it, none reached the end of its plugins.
+	settled := watermark - int64(len(rows))
+	rep.TotalItems = total
+	rep.NotSent = max(total-watermark, 0)
+	rep.UnsettledCount = int(max(total-settled, 0))
+	rep.Unsettled = rows[:min(len(rows), maxReportedUnsettled)]
+	return nil
+}
+
 // purge removes the tarball, then the record (leaving a tombstone), once
-// every plugin action is finished or the operator forced it.
+// every plugin action is finished or the operator forced it. The tarball
+// is removed from the storage location the backup recorded.
 func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts Options) (*Report, error) {
 	r := b.Resource
-	location := d.cfg.Blobs.URL() + "/" + b.Spec.StorageKey
-	if err := d.cfg.Blobs.Delete(ctx, b.Spec.StorageKey); err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+	bl, err := d.blobsFor(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	location := bl.URL() + "/" + b.Spec.StorageKey
+	if err := d.mustBeDeleting(ctx, b); err != nil {
+		return nil, err
+	}
+	if err := d.checkFence(ctx); err != nil {
+		return nil, fmt.Errorf("backup %s: not removing the tarball: %w", r.Name, err)
+	}
+	tarballGone := false
+	if err := bl.Delete(ctx, b.Spec.StorageKey); errors.Is(err, blobstore.ErrNotFound) {
+		tarballGone = true
+	} else if err != nil {
 		return nil, fmt.Errorf("backup %s: removing tarball %s: %w", r.Name, location, err)
 	}
 	info := map[string]any{"tarball": location, "items": rep.TotalItems, "counts": rep.Counts}
+	skipped := d.auditCoverage(b, rep, opts, info)
 	reason := cmp.Or(opts.Reason, "every item done or skipped")
 	if rep.Forced {
+		failed := rep.UnsettledCount - int(rep.NotSent)
 		info["abandoned"], info["abandonedSample"] = rep.UnsettledCount, rep.Unsettled
-		reason = fmt.Sprintf("forced by the operator with %d items failed or blocked", rep.UnsettledCount)
+		info["failedOrBlocked"], info["neverSent"] = failed, rep.NotSent
+		reason = fmt.Sprintf("forced by the operator with %d items not settled (%d failed or blocked, %d never sent to a plugin)%s",
+			rep.UnsettledCount, failed, rep.NotSent, skipped)
+		if rep.TarballProblem != "" {
+			info["tarballProblem"] = rep.TarballProblem
+			reason += "; the tarball was " + rep.TarballProblem
+		}
 	}
 	details, _ := json.Marshal(info)
-	err := d.cfg.Store.Purge(ctx, r.Key(), catalog.PurgeOptions{
-		Force: rep.Forced, Actor: cmp.Or(opts.Actor, "lethe"), Reason: reason, Details: details,
+	err = d.cfg.Store.Purge(catalog.WithDefaultActor(ctx, "lethe"), r.Key(), catalog.PurgeOptions{
+		Force: rep.Forced, Reason: reason, Details: details,
 	})
 	if err != nil {
 		return nil, err
@@ -239,7 +380,36 @@ func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts
 	}
 	rep.Result = ResultPurged
 	rep.Purged = []string{"tarball " + location, "catalog record " + r.Key().String()}
+	if tarballGone {
+		rep.Purged[0] = "no tarball (" + location + " was already gone)"
+	}
 	return rep, nil
+}
+
+// mustBeDeleting re-reads the backup before its storage is touched: only
+// the same backup, still in Deleting, may be purged.
+func (d *Deleter) mustBeDeleting(ctx context.Context, b *backup.Backup) error {
+	cur, err := d.cfg.Store.Get(ctx, b.Resource.Key())
+	if err != nil {
+		return fmt.Errorf("backup %s: before purging: %w", b.Name(), err)
+	}
+	if cur.UID != b.Resource.UID || cur.Phase != catalog.PhaseDeleting {
+		return fmt.Errorf("backup %s is %s (uid %s), not the Deleting backup %s: refusing to purge it",
+			b.Name(), cur.Phase, cur.UID, b.Resource.UID)
+	}
+	return nil
+}
+
+// checkFence renews the run's lease, proving that its claim is still the
+// latest, right before a write outside the catalog (the tarball), which
+// no transaction can fence.
+func (d *Deleter) checkFence(ctx context.Context) error {
+	f := catalog.FenceFrom(ctx)
+	if f == nil {
+		return nil
+	}
+	_, err := d.cfg.Store.Renew(ctx, f, d.cfg.LeaseTTL)
+	return err
 }
 
 // runPlugins streams the tarball through the plugins. It reports whether
@@ -284,7 +454,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 
 	// Open one session per plugin, lazily: a plugin that no item needs is
 	// never started.
-	pb := pluginBackup(b, d.cfg.Blobs.URL())
+	pb := pluginBackup(b, d.tarballURL(ctx, b))
 	stages := make([]*stage, len(infos))
 	var wg sync.WaitGroup
 	first := make(chan *work, 1024)
@@ -299,8 +469,12 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	last := in
 
 	// Feed the items. The feeder reads only the starting watermark and
-	// the prior rows; the settler owns the live progress.
+	// the prior rows; the settler owns the live progress, and publishes
+	// the watermark for the window: the feeder never runs more than
+	// ReorderWindow ordinals ahead of it, so one slow item holds back at
+	// most that many finished items in memory.
 	startWatermark := progress.Watermark
+	win := newWindow(startWatermark, int64(d.cfg.ReorderWindow))
 	var readErr error
 	feedDone := make(chan struct{})
 	go func() {
@@ -342,6 +516,9 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 				wk.prior = p
 				wk.plugins = matcher.match(it)
 			}
+			if !win.wait(pctx, it.Ordinal, d.hooks.feederWaits) {
+				return
+			}
 			select {
 			case first <- wk:
 			case <-pctx.Done():
@@ -353,7 +530,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	// Settle results in ordinal order.
 	s := &settler{
 		d: d, r: r, fence: fence, progress: progress, names: names,
-		unsettled: maps.Clone(prior), opts: opts, lastSave: time.Now(),
+		unsettled: maps.Clone(prior), opts: opts, lastSave: time.Now(), window: win,
 	}
 	var sinkErr error
 	for wk := range last {
@@ -364,6 +541,9 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 			sinkErr = err
 			cancel(err)
 		}
+		if d.hooks.settled != nil {
+			d.hooks.settled(wk.it.Ordinal)
+		}
 	}
 	wg.Wait()
 	<-feedDone
@@ -372,9 +552,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	saveErr := s.save(context.WithoutCancel(ctx), true)
 	rep.Counts = progress.Counts
 	rep.UnsettledCount = len(s.unsettled)
-	for _, o := range sortedOutcomes(s.unsettled, maxReportedUnsettled) {
-		rep.Unsettled = append(rep.Unsettled, o)
-	}
+	rep.Unsettled = append(rep.Unsettled, sortedOutcomes(s.unsettled, maxReportedUnsettled)...)
 	if err := cmp.Or(sinkErr, readErr, context.Cause(pctx), saveErr); err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return false, fmt.Errorf("interrupted after %d of %d items; progress is saved, run the delete again to resume", s.processed, sum.Items)
@@ -398,11 +576,11 @@ func short(digest string) string {
 	return digest
 }
 
-func pluginBackup(b *backup.Backup, storage string) plugin.Backup {
+func pluginBackup(b *backup.Backup, tarball string) plugin.Backup {
 	r := b.Resource
 	pb := plugin.Backup{
 		Name: r.Name, UID: r.UID, Labels: r.Labels, Annotations: r.Annotations,
-		CreatedAt: r.CreatedAt, StorageLocation: storage + "/" + b.Spec.StorageKey,
+		CreatedAt: r.CreatedAt, StorageLocation: tarball,
 	}
 	if b.Spec.ExpiresAt != nil {
 		pb.ExpiresAt = *b.Spec.ExpiresAt
@@ -423,6 +601,8 @@ type stage struct {
 
 	mu       sync.Mutex
 	inflight map[uint64]*work
+	// clampLogged is set once a retryAfter out of range was logged.
+	clampLogged bool
 }
 
 func (s *stage) wants(wk *work) bool {
@@ -472,7 +652,7 @@ func (s *stage) run(ctx context.Context) {
 			recvDone = make(chan struct{})
 			go s.receive(ctx, sess, recvDone)
 		}
-		id := uint64(wk.it.Ordinal)
+		id := uint64(wk.it.Ordinal) //nolint:gosec // ordinals count from 0
 		s.mu.Lock()
 		s.inflight[id] = wk
 		s.mu.Unlock()
@@ -507,7 +687,16 @@ func (s *stage) receive(ctx context.Context, sess Session, done chan<- struct{})
 			var next time.Time
 			if res.Outcome == plugin.OutcomeBlocked {
 				outcome = "blocked"
-				next = s.d.now().Add(res.RetryAfter)
+				after, clamped := clampRetryAfter(res.RetryAfter)
+				if clamped && !s.clampLogged {
+					s.clampLogged = true
+					s.d.log.Warn("plugin asked for a retryAfter out of range; clamped (logged once per run)",
+						"plugin", s.name, "retryAfter", res.RetryAfter, "clampedTo", after,
+						"range", RetryAfterMin.String()+".."+RetryAfterMax.String())
+				}
+				if after > 0 {
+					next = s.d.now().Add(after)
+				}
 			}
 			wk.stop = &catalog.ItemOutcome{
 				Ordinal: wk.it.Ordinal, ItemKey: wk.it.Key(), Plugin: s.name, Outcome: outcome,

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/lethehq/lethe/internal/archive"
@@ -35,6 +36,8 @@ type settler struct {
 	processed      int64
 	sinceSave      int
 	lastSave       time.Time
+	// window is told every watermark advance (it lets the feeder on).
+	window *window
 }
 
 func (s *settler) add(ctx context.Context, wk *work) error {
@@ -45,6 +48,8 @@ func (s *settler) add(ctx context.Context, wk *work) error {
 		if s.pending == nil {
 			s.pending = map[int64]*work{}
 		}
+		// Its chain has ended: only the ordinal and key are needed now.
+		wk.it.Object = nil
 		s.pending[wk.it.Ordinal] = wk
 		for {
 			next, ok := s.pending[s.progress.Watermark]
@@ -55,6 +60,7 @@ func (s *settler) add(ctx context.Context, wk *work) error {
 			s.finish(next)
 			s.progress.Watermark++
 		}
+		s.window.advance(s.progress.Watermark)
 	}
 	if s.opts.Progress != nil && s.processed%512 == 0 {
 		s.opts.Progress(Progress{Processed: s.processed, Total: s.progress.TotalItems})
@@ -234,4 +240,49 @@ func (m *matcher) match(it *archive.Item) []int {
 		return cand
 	}
 	return out
+}
+
+// window bounds reordering: the feeder may run at most size ordinals
+// ahead of the watermark, and waits for the settler to move it on.
+type window struct {
+	size      int64
+	watermark atomic.Int64
+	moved     chan struct{} // cap 1: the watermark moved
+}
+
+func newWindow(watermark, size int64) *window {
+	w := &window{size: size, moved: make(chan struct{}, 1)}
+	w.watermark.Store(watermark)
+	return w
+}
+
+// advance publishes the settler's watermark.
+func (w *window) advance(watermark int64) {
+	if w == nil || w.watermark.Load() == watermark {
+		return
+	}
+	w.watermark.Store(watermark)
+	select {
+	case w.moved <- struct{}{}:
+	default:
+	}
+}
+
+// wait blocks until ordinal is inside the window; false if ctx ended.
+// waiting, when set, is told each time the feeder has to wait.
+func (w *window) wait(ctx context.Context, ordinal int64, waiting func(ordinal, watermark int64)) bool {
+	for {
+		wm := w.watermark.Load()
+		if ordinal-wm < w.size {
+			return true
+		}
+		if waiting != nil {
+			waiting(ordinal, wm)
+		}
+		select {
+		case <-w.moved:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }

@@ -10,8 +10,11 @@ demo="$PWD/.demo"
 rm -rf "$demo"
 mkdir -p "$demo"
 export LETHE_HOME="$demo/home"          # catalog, storage and plugins live here
-export LETHE_SNAPSHOT_DIR="$demo/snapshots"  # the "cloud" snapshot-files deletes from
-unset LETHE_STORE LETHE_STORAGE LETHE_PLUGIN_DIR
+snapshots="$demo/snapshots"             # the "cloud" snapshot-files deletes from
+# Plugins get a minimal environment; what one needs is configured for it:
+# binary snapshot-files gets LETHE_SNAPSHOT_DIR (same as --plugin-env).
+export LETHE_PLUGIN_ENV="snapshot-files:LETHE_SNAPSHOT_DIR=$snapshots"
+unset LETHE_STORE LETHE_STORAGE LETHE_PLUGIN_DIR LETHE_SNAPSHOT_DIR LETHE_PLUGIN_LOCK LETHE_PLUGIN_USER
 
 bold() { if [ -t 1 ]; then printf '\n\033[1m%s\033[0m\n' "$*"; else printf '\n%s\n' "$*"; fi; }
 say() { bold "# $*"; }
@@ -23,8 +26,8 @@ cp bin/plugins/* "$LETHE_HOME/plugins/"
 ls "$LETHE_HOME/plugins"
 
 say "Make a sample backup tarball (Velero layout) and the snapshots it made"
-go run ./internal/demo/mksample -out "$demo/nightly-0412.tar.gz" -snapshots "$LETHE_SNAPSHOT_DIR"
-ls "$LETHE_SNAPSHOT_DIR"
+go run ./internal/demo/mksample -out "$demo/nightly-0412.tar.gz" -snapshots "$snapshots"
+ls "$snapshots"
 
 run plugin list
 run backup create nightly-0412 --from "$demo/nightly-0412.tar.gz" --ttl 720h
@@ -32,7 +35,7 @@ run backup list
 run backup delete nightly-0412 --dry-run
 
 say "Someone still uses one snapshot: a .lock file sits beside it"
-touch "$LETHE_SNAPSHOT_DIR/snap-0001.img.lock"
+touch "$snapshots/snap-0001.img.lock"
 set +e
 run backup delete nightly-0412 --yes
 code=$?
@@ -42,14 +45,14 @@ say "Exit code 3: the backup stays, with what is left to do"
 run backup get nightly-0412
 
 say "The lock goes away; deleting again retries only the blocked item"
-rm "$LETHE_SNAPSHOT_DIR/snap-0001.img.lock"
+rm "$snapshots/snap-0001.img.lock"
 run backup delete nightly-0412 --yes
 run backup list
 say "The snapshot folder is empty now:"
-ls -A "$LETHE_SNAPSHOT_DIR"; echo "($(ls -A "$LETHE_SNAPSHOT_DIR" | wc -l) files)"
+ls -A "$snapshots"; echo "($(ls -A "$snapshots" | wc -l) files)"
 
 say "A grace window: the deletion waits, and can be undone"
-go run ./internal/demo/mksample -out "$demo/weekly-17.tar.gz" -snapshots "$LETHE_SNAPSHOT_DIR" >/dev/null
+go run ./internal/demo/mksample -out "$demo/weekly-17.tar.gz" -snapshots "$snapshots" >/dev/null
 run backup create weekly-17 --from "$demo/weekly-17.tar.gz" --deletion-delay 24h
 run backup delete weekly-17 --yes
 run backup list

@@ -56,10 +56,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"backup", "get", "good", "-o", "xml"}, 2, `--output "xml"`},
 		{[]string{"plugin", "list", "-o", "xml"}, 2, `"xml"`},
 		{[]string{"backup", "delete", "good", "--dry-run", "-o", "xml"}, 2, `--output "xml"`},
-		{[]string{"backup", "get", "nope"}, 1, `backup "nope" not found`},
-		{[]string{"backup", "delete", "nope", "--yes"}, 1, `backup "nope" not found`},
-		{[]string{"backup", "delete", "nope", "--dry-run"}, 1, `backup "nope" not found`},
-		{[]string{"backup", "undelete", "nope"}, 1, `backup "nope" not found`},
+		{[]string{"backup", "get", "nope"}, 4, `backup "nope" not found`},
+		{[]string{"backup", "delete", "nope", "--yes"}, 4, `backup "nope" not found`},
+		{[]string{"backup", "delete", "nope", "--dry-run"}, 4, `backup "nope" not found`},
+		{[]string{"backup", "undelete", "nope"}, 4, `backup "nope" not found`},
 		{[]string{"backup", "undelete", "good"}, 1, "no deletion scheduled"},
 		{[]string{"backup", "delete", "good"}, 2, "pass --yes"},
 		{[]string{"backup", "delete", "good", "--yes", "--deletion-delay", "soon"}, 2, "--deletion-delay"},
@@ -243,21 +243,24 @@ func TestDryRun(t *testing.T) {
 	// The tarball of "spoiled" is swapped for a hostile one in storage:
 	// the plan says it would be rejected, and a real delete stops before
 	// any plugin runs, changing nothing.
+	require.Equal(t, listBefore, e.ok("backup", "list", "-o", "json").stdout, "a dry run changed the catalog")
+	require.Equal(t, storeBefore, treeDigest(t, e.storageDir()), "a dry run changed the storage")
 	copyFile(t, e.writeHostile("spoiled-evil"), e.tarballPath("spoiled"), 0o640)
 	listBefore = e.ok("backup", "list", "-o", "json").stdout
 	storeBefore2 := treeDigest(t, e.storageDir())
 	r = e.ok("backup", "delete", "spoiled", "--dry-run", "-o", "json")
 	var ps planJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ps), "%s", r)
-	require.Contains(t, ps.Rejected, "evil.json", "the plan names the bad entry")
+	require.Contains(t, ps.Rejected, "tarball replaced", "the plan says the tarball is not the one registered")
+	require.Equal(t, listBefore, e.ok("backup", "list", "-o", "json").stdout, "a dry run changed the catalog")
 	r = e.run("backup", "delete", "spoiled", "--yes")
 	require.Equal(t, 1, r.code, "%s", r)
-	// The deleter logs a warning that the tarball changed since create
-	// before the error; the error itself is one line.
-	requireOneErrorLine(t, withoutLogLines(r), "evil.json")
+	// The deleter logs a warning that the tarball was replaced before the
+	// error; the error itself is one line.
+	requireOneErrorLine(t, withoutLogLines(r), "tarball replaced")
 	require.Equal(t, "Active", e.get("spoiled").Phase)
-
-	require.Equal(t, listBefore, e.ok("backup", "list", "-o", "json").stdout, "a dry run or a rejected delete changed the catalog")
+	// The only change: the condition that get and list show.
+	require.Contains(t, e.ok("backup", "list").stdout, "Active TarballReplaced")
 	require.Equal(t, storeBefore2, treeDigest(t, e.storageDir()))
 	delete(storeBefore, filepath.Join("backups", "spoiled", "spoiled.tar.gz"))
 	delete(storeBefore2, filepath.Join("backups", "spoiled", "spoiled.tar.gz"))

@@ -199,7 +199,7 @@ func TestCrashResume(t *testing.T) {
 	e.requirePurged(name)
 	size := fileSize(e.record)
 	again := e.run("backup", "delete", name, "--yes")
-	require.Equal(t, 1, again.code, "%s", again)
+	require.Equal(t, 4, again.code, "%s", again)
 	requireOneErrorLine(t, again, `backup "`+name+`" was purged at `)
 	require.Equal(t, size, fileSize(e.record), "a purged backup's plugins ran again")
 	e.requirePurged(name)

@@ -10,11 +10,12 @@ import (
 	"github.com/lethehq/lethe/internal/archive/archivetest"
 )
 
-// TestForceOnAStuckDeletion: an item that never succeeds keeps the backup;
-// 'delete --force' without a terminal and without --yes is refused; with
-// --yes it retries once, purges anyway, says so, and the audit log has a
-// force-purge naming the abandoned item.
-func TestForceOnAStuckDeletion(t *testing.T) {
+// TestAbandonOnAStuckDeletion is issue 8 point 2: --force only skips the
+// grace window, on a stuck deletion too (it retries and stays, exit 3);
+// purging past a failed item needs --abandon, which without a terminal
+// also needs --yes; it retries once, purges, says so, and the audit has a
+// force-purge naming the abandoned item and its plugin.
+func TestAbandonOnAStuckDeletion(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, pluginRecorder)
 	e.create("stuck", 12)
@@ -23,22 +24,32 @@ func TestForceOnAStuckDeletion(t *testing.T) {
 
 	r := e.run("backup", "delete", "stuck", "--yes", "--force")
 	require.Equal(t, 3, r.code, "--force on an Active backup only skips the grace window\n%s", r)
+	require.Equal(t, "Deleting", e.get("stuck").Phase)
 
-	r = e.run("backup", "delete", "stuck", "--force")
+	// --force (with --yes) on the stuck deletion: retried, still stuck.
+	r = e.run("backup", "delete", "stuck", "--yes", "--force")
+	require.Equal(t, 3, r.code, "--force never purges past a failed item\n%s", r)
+	require.Equal(t, "Deleting", e.get("stuck").Phase)
+
+	r = e.run("backup", "delete", "stuck", "--abandon")
 	require.Equal(t, 2, r.code, "no terminal, no --yes: refused\n%s", r)
+	requireOneErrorLine(t, r, "--abandon without a terminal needs --yes")
 	require.Equal(t, "Deleting", e.get("stuck").Phase)
 
-	r = e.run("backup", "delete", "stuck", "--force", "--dry-run")
+	r = e.run("backup", "delete", "stuck", "--abandon", "--dry-run")
 	require.Equal(t, 0, r.code, "%s", r)
-	require.Contains(t, r.stdout, "--force: 1 items are failed or blocked")
+	require.Contains(t, r.stdout, "ABANDON:   1 items are failed or blocked")
+	require.NotContains(t, r.stdout, "REJECTED")
 	require.Equal(t, "Deleting", e.get("stuck").Phase)
 
-	r = e.ok("backup", "delete", "stuck", "--yes", "--force")
-	require.Contains(t, r.stdout, "deleted BY FORCE: 1 items were still failed or blocked")
+	r = e.ok("backup", "delete", "stuck", "--yes", "--abandon")
+	require.Contains(t, r.stdout, "deleted, ABANDONING: 1 items were still failed or blocked")
 	require.Contains(t, r.stdout, bad.Key())
 	e.requirePurged("stuck")
 
 	r = e.ok("audit", "--name", "stuck", "-o", "json")
 	require.Contains(t, r.stdout, `"action": "force-purge"`)
 	require.Contains(t, r.stdout, bad.Name)
+	require.Contains(t, r.stdout, `"abandonedPlugins"`)
+	require.Contains(t, r.stdout, recFirst)
 }

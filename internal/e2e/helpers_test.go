@@ -131,6 +131,24 @@ func (e *env) environ() []string {
 		"LETHE_GATE_DIR=" + e.gate,
 		"TZ=UTC",
 	}
+	// Plugins inherit no environment: configure the test plugins that are
+	// installed (lethe refuses configuration for a binary that is not).
+	var pluginEnv []string
+	forward := func(bin string, kvs ...string) {
+		if _, err := os.Stat(filepath.Join(e.pluginDir(), bin)); err == nil {
+			for _, kv := range kvs {
+				pluginEnv = append(pluginEnv, bin+":"+kv)
+			}
+		}
+	}
+	forward(pluginRecorder, "LETHE_RECORD_FILE="+e.record, "LETHE_RECORD_CONTROL_DIR="+e.control)
+	forward(pluginGate, "LETHE_GATE_DIR="+e.gate)
+	for _, kv := range e.extra {
+		if strings.HasPrefix(kv, "LETHE_GATE_") {
+			forward(pluginGate, kv)
+		}
+	}
+	env = append(env, "LETHE_PLUGIN_ENV="+strings.Join(pluginEnv, "\n"))
 	return append(env, e.extra...)
 }
 
@@ -329,7 +347,7 @@ func (e *env) list() []backupJSON {
 func (e *env) requirePurged(name string) {
 	e.t.Helper()
 	r := e.run("backup", "get", name)
-	require.Equal(e.t, 1, r.code, "%s", r)
+	require.Equal(e.t, 4, r.code, "%s", r)
 	requireOneErrorLine(e.t, r, `backup "`+name+`" was purged at `)
 	require.NoFileExists(e.t, e.tarballPath(name))
 	for _, b := range e.list() {

@@ -141,8 +141,8 @@ func TestGraceWindow(t *testing.T) {
 	require.Len(t, rec[recSecond], n)
 	e.requirePurged(name)
 	r = e.run("backup", "undelete", name)
-	require.Equal(t, 1, r.code, "%s", r)
-	requireOneErrorLine(t, r, "")
+	require.Equal(t, 4, r.code, "%s", r)
+	requireOneErrorLine(t, r, `backup "`+name+`" was purged at `)
 }
 
 // syncRow is one line of `backup sync -o json`.
@@ -216,7 +216,7 @@ func TestSync(t *testing.T) {
 	require.Equal(t, "Active", b.Phase)
 	require.EqualValues(t, 12, b.Spec.Items)
 	r := e.run("backup", "get", "gone")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, 4, r.code)
 	requireOneErrorLine(t, r, "was purged")
 
 	// Sync again: nothing new, nothing duplicated.

@@ -9,15 +9,21 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/archive/archivetest"
 )
 
 // TestSIGTERMStopsGracefully is issue 3 point 3 and DESIGN §7.2 for a
 // polite stop: SIGTERM mid-deletion ends lethe with the interrupted exit
-// code, saves progress, leaves no plugin process, and a rerun finishes.
+// code, saves progress, leaves no plugin process, and a rerun finishes
+// having delivered every item to every plugin that wants it. The gate
+// plugin runs first (plugins run in name order) and holds the items, so
+// the recorder's plugins behind it have seen none at the signal.
 func TestSIGTERMStopsGracefully(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, pluginGate)
-	e.create("term", 20)
+	const n = 20
+	e := newEnv(t, pluginGate, pluginRecorder)
+	e.create("term", n)
 	hold := filepath.Join(e.gate, "hold")
 	require.NoError(t, os.WriteFile(hold, nil, 0o600))
 	p := e.start("backup", "delete", "term", "--yes")
@@ -35,6 +41,34 @@ func TestSIGTERMStopsGracefully(t *testing.T) {
 	require.NoError(t, os.Remove(hold))
 	e.ok("backup", "delete", "term", "--yes")
 	e.requirePurged("term")
+	e.requireEveryItemDelivered(n)
+}
+
+// requireEveryItemDelivered checks that each of the n generated items
+// (archivetest.SpecN) reached every plugin of the env that wants it, at
+// least once: the gate and the recorder's plugins, as installed.
+func (e *env) requireEveryItemDelivered(n int) {
+	e.t.Helper()
+	rec := e.readRecord()
+	gated := uniq(readLines(e.t, filepath.Join(e.gate, "record")))
+	_, withGate := os.Stat(filepath.Join(e.pluginDir(), pluginGate))
+	_, withRecorder := os.Stat(filepath.Join(e.pluginDir(), pluginRecorder))
+	require.True(e.t, withGate == nil || withRecorder == nil, "no recording plugin installed")
+	for i := range n {
+		s := archivetest.SpecN(i, 200)
+		k := s.Key()
+		if withGate == nil {
+			require.True(e.t, gated[k], "%s never reached the gate plugin", k)
+		}
+		if withRecorder != nil {
+			continue
+		}
+		require.GreaterOrEqual(e.t, rec[recFirst][k], 1, "%s never reached %s", k, recFirst)
+		require.GreaterOrEqual(e.t, rec[recSecond][k], 1, "%s never reached %s", k, recSecond)
+		if s.Resource == "pods" {
+			require.GreaterOrEqual(e.t, rec[recPods][k], 1, "%s never reached %s", k, recPods)
+		}
+	}
 }
 
 // TestPerPluginTimeout is issue 3 point 2 from the CLI: --plugin-timeout

@@ -49,7 +49,7 @@ func itemToProto(it Item) *pluginv1.Item {
 
 func resultFromProto(r *pluginv1.ItemResult) Result {
 	out := Result{ID: r.GetId()}
-	out.Message = r.GetMessage()
+	out.Message = sanitizeMessage(r.GetMessage())
 	switch r.GetOutcome() {
 	case pluginv1.Outcome_OUTCOME_DONE:
 		out.Outcome = plugin.OutcomeDone

@@ -20,27 +20,27 @@ import (
 
 func TestCrashMidStreamRestartsAndRedelivers(t *testing.T) {
 	dir := pluginDir(t)
-	addScript(t, dir, "test", "-names=lethe.io/test", "-state="+t.TempDir())
+	addScript(t, dir, "test", "-names=example.com/test", "-state="+t.TempDir())
 	h := newHost(t, &Config{Dir: dir, RestartBackoff: time.Millisecond})
-	pid := currentPID(t, h, "test")
+	pid := currentPID(t, h, "example.com/test")
 
 	items := names(200, func(i int) string { return "item" + strconv.Itoa(i) })
 	items[57] = "crash-once"
-	got := run(t, h, "test", SessionOptions{BatchSize: 16}, items...)
+	got := run(t, h, "example.com/test", SessionOptions{BatchSize: 16}, items...)
 	for id, r := range got {
 		require.Equal(t, plugin.OutcomeDone, r.Outcome, "item %d: %s", id, r.Message)
 	}
-	require.NotEqual(t, pid, currentPID(t, h, "test"), "the crashed process was replaced")
+	require.NotEqual(t, pid, currentPID(t, h, "example.com/test"), "the crashed process was replaced")
 }
 
 func TestPoisonItemFailsAfterMaxRestarts(t *testing.T) {
 	dir := pluginDir(t)
-	addScript(t, dir, "test", "-names=lethe.io/test", "-state="+t.TempDir())
+	addScript(t, dir, "test", "-names=example.com/test", "-state="+t.TempDir())
 	h := newHost(t, &Config{Dir: dir, MaxRestarts: 2, RestartBackoff: time.Millisecond})
 
-	got := run(t, h, "test", SessionOptions{}, "ok", "crash", "ok")
+	got := run(t, h, "example.com/test", SessionOptions{}, "ok", "crash", "ok")
 	require.Equal(t, plugin.OutcomeFailed, got[2].Outcome)
-	require.Contains(t, got[2].Message, "lethe.io/test")
+	require.Contains(t, got[2].Message, "example.com/test")
 	require.Contains(t, got[2].Message, "boom: crashing on purpose")
 	require.Equal(t, plugin.OutcomeDone, got[1].Outcome)
 	require.Equal(t, plugin.OutcomeDone, got[3].Outcome)
@@ -49,30 +49,30 @@ func TestPoisonItemFailsAfterMaxRestarts(t *testing.T) {
 func TestGivesUpAfterConsecutiveFailuresQuotingStderr(t *testing.T) {
 	dir := pluginDir(t)
 	marker := filepath.Join(t.TempDir(), "refuse")
-	addScript(t, dir, "test", "-names=lethe.io/test", "-refuse-start-if="+marker)
+	addScript(t, dir, "test", "-names=example.com/test", "-refuse-start-if="+marker)
 	h := newHost(t, &Config{Dir: dir, MaxRestarts: 2, RestartBackoff: time.Millisecond})
 
 	// From now on the binary cannot start; kill the running process.
 	require.NoError(t, os.WriteFile(marker, nil, 0o644))
-	pid := currentPID(t, h, "test")
+	pid := currentPID(t, h, "example.com/test")
 	require.NoError(t, syscall.Kill(-pid, syscall.SIGKILL))
 	waitFor(t, "the plugin process to be gone", func() bool { return !alive(pid) })
 
-	got := run(t, h, "test", SessionOptions{}, "a", "b", "c")
+	got := run(t, h, "example.com/test", SessionOptions{}, "a", "b", "c")
 	for _, r := range got {
 		require.Equal(t, plugin.OutcomeFailed, r.Outcome)
-		require.Contains(t, r.Message, "lethe.io/test")
+		require.Contains(t, r.Message, "example.com/test")
 		require.Contains(t, r.Message, "refusing to start: broken on purpose")
 	}
 }
 
 func TestHungPluginTimesOutAndIsRestarted(t *testing.T) {
 	dir := pluginDir(t)
-	addScript(t, dir, "test", "-names=lethe.io/test", "-state="+t.TempDir())
+	addScript(t, dir, "test", "-names=example.com/test", "-state="+t.TempDir())
 	h := newHost(t, &Config{Dir: dir, CancelGrace: 100 * time.Millisecond, RestartBackoff: time.Millisecond})
-	pid := currentPID(t, h, "test")
+	pid := currentPID(t, h, "example.com/test")
 
-	got := run(t, h, "test", SessionOptions{ItemTimeout: 200 * time.Millisecond}, "ok", "wait-ctx", "hang", "ok")
+	got := run(t, h, "example.com/test", SessionOptions{ItemTimeout: 200 * time.Millisecond}, "ok", "wait-ctx", "hang", "ok")
 	require.Equal(t, plugin.OutcomeDone, got[1].Outcome)
 	require.Equal(t, plugin.OutcomeFailed, got[2].Outcome)
 	require.Contains(t, got[2].Message, "timed out after 200ms")
@@ -80,22 +80,22 @@ func TestHungPluginTimesOutAndIsRestarted(t *testing.T) {
 	require.Contains(t, got[3].Message, "timed out after 200ms")
 	require.Equal(t, plugin.OutcomeDone, got[4].Outcome)
 	require.False(t, alive(pid), "the hung process was killed")
-	require.NotEqual(t, pid, currentPID(t, h, "test"))
+	require.NotEqual(t, pid, currentPID(t, h, "example.com/test"))
 
 	// The restarted plugin works.
-	got = run(t, h, "test", SessionOptions{}, "ok")
+	got = run(t, h, "example.com/test", SessionOptions{}, "ok")
 	require.Equal(t, plugin.OutcomeDone, got[1].Outcome)
 }
 
 func TestCloseKillsProcessGroup(t *testing.T) {
 	dir := pluginDir(t)
 	state := t.TempDir()
-	addScript(t, dir, "test", "-names=lethe.io/test", "-state="+state)
+	addScript(t, dir, "test", "-names=example.com/test", "-state="+state)
 	h, err := New(&Config{Dir: dir, KillGrace: 100 * time.Millisecond})
 	require.NoError(t, err)
-	pid := currentPID(t, h, "test")
+	pid := currentPID(t, h, "example.com/test")
 
-	got := run(t, h, "test", SessionOptions{}, "spawn")
+	got := run(t, h, "example.com/test", SessionOptions{}, "spawn")
 	require.Equal(t, plugin.OutcomeDone, got[1].Outcome)
 	data, err := os.ReadFile(filepath.Join(state, "grandchild.pid"))
 	require.NoError(t, err)
@@ -110,10 +110,10 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 func TestHungPluginKillReachesChildren(t *testing.T) {
 	dir := pluginDir(t)
 	state := t.TempDir()
-	addScript(t, dir, "test", "-names=lethe.io/test", "-state="+state)
+	addScript(t, dir, "test", "-names=example.com/test", "-state="+state)
 	h := newHost(t, &Config{Dir: dir, CancelGrace: 50 * time.Millisecond, RestartBackoff: time.Millisecond})
-	pid := currentPID(t, h, "test")
-	got := run(t, h, "test", SessionOptions{ItemTimeout: 100 * time.Millisecond}, "spawn", "hang")
+	pid := currentPID(t, h, "example.com/test")
+	got := run(t, h, "example.com/test", SessionOptions{ItemTimeout: 100 * time.Millisecond}, "spawn", "hang")
 	require.Equal(t, plugin.OutcomeDone, got[1].Outcome)
 	require.Equal(t, plugin.OutcomeFailed, got[2].Outcome)
 	data, err := os.ReadFile(filepath.Join(state, "grandchild.pid"))
@@ -142,8 +142,8 @@ func TestLockFile(t *testing.T) {
 	dir := pluginDir(t)
 	ran := filepath.Join(t.TempDir(), "ran")
 	addBinary(t, dir, "noop")
-	addScript(t, dir, "test", "-names=lethe.io/test", "-touch="+ran)
-	lock, err := WriteLock(dir)
+	addScript(t, dir, "test", "-names=example.com/test", "-touch="+ran)
+	lock, err := WriteLock(dir, "")
 	require.NoError(t, err)
 	require.Len(t, lock.Plugins, 2)
 
@@ -156,19 +156,17 @@ func TestLockFile(t *testing.T) {
 
 	t.Run("changed binary", func(t *testing.T) {
 		require.NoError(t, os.Remove(ran))
-		addScript(t, dir, "test", "-names=lethe.io/test", "-touch="+ran, "-long-stderr=1")
-		_, err := New(&Config{Dir: dir})
-		require.Error(t, err)
+		addScript(t, dir, "test", "-names=example.com/test", "-touch="+ran, "-long-stderr=1")
+		err := onlyProblem(t, &Config{Dir: dir}, filepath.Join(dir, "test"))
 		require.Contains(t, err.Error(), "does not match its sha256 in the lock file")
-		require.Contains(t, err.Error(), filepath.Join(dir, "test"))
 		require.NoFileExists(t, ran, "a refused binary must not run")
 	})
 	t.Run("binary not in the lock", func(t *testing.T) {
-		addScript(t, dir, "newcomer", "-names=lethe.io/newcomer", "-touch="+ran)
-		_, err := New(&Config{Dir: dir})
-		require.Error(t, err)
+		addScript(t, dir, "newcomer", "-names=example.com/newcomer", "-touch="+ran)
+		require.NoError(t, os.Remove(filepath.Join(dir, "test")))
+		addScript(t, dir, "test", "-names=example.com/test", "-touch="+ran)
+		err := onlyProblem(t, &Config{Dir: dir}, filepath.Join(dir, "newcomer"))
 		require.Contains(t, err.Error(), filepath.Join(dir, "newcomer")+" is not in the lock file")
-		require.NoFileExists(t, ran)
 	})
 }
 
@@ -177,8 +175,7 @@ func TestWorldWritableRefused(t *testing.T) {
 		dir := pluginDir(t)
 		p := addBinary(t, dir, "noop")
 		require.NoError(t, os.Chmod(p, 0o777))
-		_, err := New(&Config{Dir: dir})
-		require.Error(t, err)
+		err := onlyProblem(t, &Config{Dir: dir}, p)
 		require.Contains(t, err.Error(), p+" is world-writable")
 	})
 	t.Run("dir", func(t *testing.T) {
@@ -187,25 +184,24 @@ func TestWorldWritableRefused(t *testing.T) {
 		require.NoError(t, os.Chmod(dir, 0o777))
 		_, err := New(&Config{Dir: dir})
 		require.Error(t, err)
-		require.Contains(t, err.Error(), "is world-writable")
+		require.Contains(t, err.Error(), "world-writable")
 	})
 }
 
 func TestUnknownProtocolVersionRefused(t *testing.T) {
 	dir := pluginDir(t)
-	addScript(t, dir, "future", "-names=lethe.io/future", "-protocol=2")
-	_, err := New(&Config{Dir: dir})
-	require.Error(t, err)
+	p := addScript(t, dir, "future", "-names=example.com/future", "-protocol=2")
+	err := onlyProblem(t, &Config{Dir: dir}, p)
 	require.Contains(t, err.Error(), "protocol version")
 	require.Contains(t, err.Error(), "Plugin version: 2")
 }
 
 func TestLogsForwardedWithPluginName(t *testing.T) {
 	dir := pluginDir(t)
-	addScript(t, dir, "test", "-names=lethe.io/test", "-long-stderr=1000000")
+	addScript(t, dir, "test", "-names=example.com/test", "-long-stderr=1000000")
 	var out syncBuffer
 	h := newHost(t, &Config{Dir: dir, Logger: hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})})
-	got := run(t, h, "test", SessionOptions{}, "log")
+	got := run(t, h, "example.com/test", SessionOptions{}, "log")
 	require.Equal(t, plugin.OutcomeDone, got[1].Outcome)
 	waitFor(t, "the plugin's log line", func() bool { return strings.Contains(out.String(), "hello from the plugin") })
 	var line string
@@ -215,7 +211,7 @@ func TestLogsForwardedWithPluginName(t *testing.T) {
 		}
 	}
 	require.Contains(t, line, "[WARN]")
-	require.Contains(t, line, "plugin.lethe.io/test")
+	require.Contains(t, line, "plugin.example.com/test")
 }
 
 func TestShortSocketDirWithLongTMPDIR(t *testing.T) {
@@ -234,18 +230,18 @@ func TestShortSocketDirWithLongTMPDIR(t *testing.T) {
 // the same plugin proceeds.
 func TestHungItemDoesNotBlockAnotherBackup(t *testing.T) {
 	dir := pluginDir(t)
-	addScript(t, dir, "test", "-names=lethe.io/test", "-state="+t.TempDir())
+	addScript(t, dir, "test", "-names=example.com/test", "-state="+t.TempDir())
 	h := newHost(t, &Config{Dir: dir, ItemTimeout: time.Hour, KillGrace: 100 * time.Millisecond})
 	ctx := context.Background()
 
-	hung, err := h.OpenSession(ctx, "test", plugin.Backup{Name: "stuck"}, SessionOptions{})
+	hung, err := h.OpenSession(ctx, "example.com/test", plugin.Backup{Name: "stuck"}, SessionOptions{})
 	require.NoError(t, err)
 	defer hung.Close()
 	require.NoError(t, hung.Send(ctx, Item{ID: 1, Item: plugin.Item{
 		Version: "v1", Resource: "configmaps", Namespace: "ns", Name: "hang", Object: []byte(`{"metadata":{"name":"hang"}}`),
 	}}))
 
-	got := run(t, h, "test", SessionOptions{}, names(200, func(int) string { return "ok" })...)
+	got := run(t, h, "example.com/test", SessionOptions{}, names(200, func(int) string { return "ok" })...)
 	for id, r := range got {
 		require.Equal(t, plugin.OutcomeDone, r.Outcome, "item %d of the other backup", id)
 	}
@@ -283,4 +279,50 @@ func TestStaleSocketDirsOfDeadHostsAreSwept(t *testing.T) {
 	require.NoDirExists(t, stale)
 	require.DirExists(t, live)
 	require.DirExists(t, notOnlySockets)
+}
+
+// onlyProblem opens a host on cfg, wants exactly one Problem, for binary,
+// and returns its error.
+func onlyProblem(t *testing.T, cfg *Config, binary string) error {
+	t.Helper()
+	h := newHost(t, cfg)
+	probs := h.Problems()
+	require.Len(t, probs, 1, "problems")
+	require.Equal(t, binary, probs[0].Binary)
+	for _, in := range h.Plugins() {
+		require.NotEqual(t, binary, in.Binary, "a refused binary's plugins are not loaded")
+	}
+	return probs[0].Err
+}
+
+// TestPoisonItemFailsAlone: a plugin process that exits on one given item
+// every time, with many items in flight: exactly that item fails, and the
+// others are done.
+func TestPoisonItemFailsAlone(t *testing.T) {
+	dir := pluginDir(t)
+	addScript(t, dir, "test", "-names=example.com/test", "-state="+t.TempDir())
+	h := newHost(t, &Config{Dir: dir, RestartBackoff: time.Millisecond})
+	items := names(2000, func(i int) string { return "item" + strconv.Itoa(i) })
+	items[1234] = "crash"
+	got := run(t, h, "example.com/test", SessionOptions{BatchSize: 64, Window: 512}, items...)
+	var failed []uint64
+	for id, r := range got {
+		if r.Outcome != plugin.OutcomeDone {
+			failed = append(failed, id)
+		}
+	}
+	require.Equal(t, []uint64{1235}, failed, "only the poison item fails")
+	require.Contains(t, got[1235].Message, "failed while executing this item alone")
+	require.Contains(t, got[1235].Message, "boom: crashing on purpose")
+}
+
+// TestFailureCountResetsOnlyOnSuccess: a plugin that answers only failures
+// between crashes is given up on after MaxRestarts.
+func TestFailureCountResetsOnlyOnSuccess(t *testing.T) {
+	dir := pluginDir(t)
+	addScript(t, dir, "test", "-names=example.com/test", "-state="+t.TempDir())
+	h := newHost(t, &Config{Dir: dir, MaxRestarts: 2, RestartBackoff: time.Millisecond})
+	items := []string{"fail", "crash", "fail", "crash", "fail", "crash", "fail", "crash", "ok"}
+	got := run(t, h, "example.com/test", SessionOptions{BatchSize: 1, Window: 1}, items...)
+	require.Contains(t, got[uint64(len(items))].Message, "giving up", "after 3 crashes with only failures between, the binary is given up on")
 }

@@ -5,15 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/lethehq/lethe/pkg/plugin"
@@ -66,8 +65,8 @@ type Config struct {
 
 	// MaxRestarts is how many consecutive failures (crash, hang, failed
 	// start) a plugin binary may have; after that its items fail with an
-	// error that names it and quotes its last stderr lines (default 3). It
-	// also bounds how many times one item is redelivered after crashes.
+	// error that names it and quotes its last stderr lines (default 3). Only
+	// an item answered with an outcome other than failed resets the count.
 	MaxRestarts int
 	// RestartBackoff is the wait before the first restart; it doubles with
 	// each consecutive failure up to MaxRestartBackoff (defaults 100ms, 5s).
@@ -77,22 +76,46 @@ type Config struct {
 	// StartTimeout bounds one process start and handshake (default 30s).
 	StartTimeout time.Duration
 	// KillGrace is how long Close waits after SIGTERM before SIGKILL
-	// (default 2s). Crashed and hung plugins get SIGKILL at once.
+	// (default 2s). Close first asks each plugin to shut down through
+	// go-plugin (which waits 2s for it to exit), then sends SIGTERM to what
+	// is left of its process group. Crashed and hung plugins get SIGKILL at
+	// once.
 	KillGrace time.Duration
 
 	// LockFile is the lock file (default Dir/lethe-plugins.lock). While it
 	// exists, binaries that are not in it, or whose sha256 differs, are
-	// refused before they run.
+	// refused before they run; a locked binary runs from a sealed copy of
+	// the bytes that were checked. Outside the plugin folder, it is safe
+	// from whoever may write that folder.
 	LockFile string
+	// RequireLock refuses to start without a lock file.
+	RequireLock bool
+
+	// PluginEnv is what the operator configures for each plugin binary,
+	// keyed by the binary's file name in Dir, then by variable name. A
+	// plugin process starts with plugin.PassedEnv from the host's
+	// environment, then these, then the host's own variables; nothing
+	// else of the host's environment reaches it. The host's own variables
+	// (ReservedEnv) cannot be configured.
+	PluginEnv map[string]map[string]string
+	// PluginUser, when set, is the user (name or uid) plugin processes run
+	// as, so that a plugin cannot read or change Lethe's files, memory or
+	// credentials. Lethe must run as root for it: it switches users and
+	// reaches the sockets the plugins create. Each user gets a socket
+	// folder of its own (mode 0700, owned by that user) inside the host's
+	// socket folder, which other users may then traverse (mode 0711) but
+	// not list.
+	PluginUser string
 	// DisableAutoMTLS turns off automatic mTLS, which is on by default.
 	// Only for debugging.
 	DisableAutoMTLS bool
 	// GoPluginAutoMTLS uses go-plugin's own AutoMTLS instead of Lethe's,
 	// for plugins that call go-plugin's Serve directly rather than the SDK's.
 	// go-plugin's uses P-521 keys, which cost tens of milliseconds of CPU
-	// per start on a small machine; Lethe's (see plugin.MTLSEnv) uses
-	// P-256 and has the same properties: one-time certificates, each side
-	// trusting only the other.
+	// per start on a small machine. Lethe's (see plugin.MTLSFDEnv) uses
+	// P-256, pins each side's exact certificate, and keeps the plugin's key
+	// out of its environment. go-plugin's trusts whatever certificate the
+	// plugin's handshake line carries, which is weaker.
 	GoPluginAutoMTLS bool
 	// SocketDir is where plugins create their unix sockets. Default: a new
 	// directory under /tmp, so that a long TMPDIR never overflows the
@@ -116,7 +139,7 @@ func (c *Config) withDefaults() *Config {
 	out.KillGrace = cmp.Or(c.KillGrace, KillGraceDefault)
 	out.StderrTailLines = cmp.Or(c.StderrTailLines, StderrTailLinesDefault)
 	if out.Dir != "" {
-		out.LockFile = cmp.Or(c.LockFile, filepath.Join(c.Dir, LockFileName))
+		out.LockFile = cmp.Or(c.LockFile, DefaultLockFile(c.Dir))
 	}
 	return &out
 }
@@ -132,6 +155,9 @@ func (c *Config) validate() error {
 		if d < 0 {
 			return fmt.Errorf("pluginhost: Config.%s %s is negative", name, d)
 		}
+	}
+	if err := validateEnv(c.PluginEnv); err != nil {
+		return fmt.Errorf("pluginhost: %w", err)
 	}
 	if c.MaxRestarts < 0 {
 		return fmt.Errorf("pluginhost: Config.MaxRestarts %d is negative", c.MaxRestarts)
@@ -157,10 +183,13 @@ type Host struct {
 	ownSocket bool
 	timeouts  map[string]time.Duration
 	mtls      *plugin.HostMTLS // nil unless Lethe's automatic mTLS is on
+	user      *pluginUser      // nil unless plugins run as another user
+	pluginSoc string           // the socket folder plugins are given
 
-	binaries []*binary
+	binaries []*binary // loaded: no Problem
 	plugins  map[string]*entry
 	infos    []Info
+	problems []Problem
 
 	mu     sync.Mutex
 	closed bool
@@ -174,10 +203,17 @@ type entry struct {
 
 // New discovers the plugins of cfg.Dir: it starts every binary concurrently,
 // checks its trust, handshakes, lists its plugins and resolves their
-// selectors. It fails, with every problem found, when a binary is refused
-// (lock file, permissions, protocol version), fails to start, or serves a
-// name that is invalid or already taken. The processes stay up for
-// sessions; Close kills them.
+// selectors. The processes stay up for sessions; Close kills them.
+//
+// New fails, and runs nothing, when the directory is missing
+// (ErrPluginDirMissing), unreadable, not a directory or world-writable
+// (*PluginDirError), when a file in it is not executable
+// (*NotExecutableError), and when the lock file pins a binary that is absent
+// (*LockedBinaryMissingError). An empty directory is not an error. A binary
+// refused on its own (not in the lock file, checksum mismatch,
+// world-writable, fails to start, invalid or reserved name, invalid
+// version, a name another binary serves too) is a Problem: its plugins are
+// not loaded, and the others are.
 func New(cfg *Config) (*Host, error) {
 	if cfg == nil {
 		cfg = &Config{}
@@ -204,17 +240,48 @@ func New(cfg *Config) (*Host, error) {
 		}
 		h.mtls = m
 	}
-	lockStat, err := os.Stat(c.LockFile)
-	if err == nil && lockStat.Mode().Perm()&0o002 != 0 {
-		return nil, fmt.Errorf("plugin lock file %s is world-writable; refusing to trust it", c.LockFile)
+	if c.PluginUser != "" {
+		u, err := lookupPluginUser(c.PluginUser)
+		if err != nil {
+			return nil, err
+		}
+		h.user = u
 	}
+	closeOnExecInherited()
+	var err error
 	if h.lock, err = ReadLock(c.LockFile); err != nil {
 		return nil, err
 	}
-	paths, err := listBinaries(c.Dir, filepath.Base(c.LockFile))
+	if h.lock == nil && c.RequireLock {
+		return nil, fmt.Errorf("plugin lock file %s does not exist, and a lock is required: pin the plugins with `lethe plugin lock` first", Quote(c.LockFile))
+	}
+	entries, refused, err := listBinaries(c.Dir, c.LockFile)
 	if err != nil {
 		return nil, err
 	}
+	installed := slices.Clone(entries)
+	for _, p := range refused {
+		installed = append(installed, binEntry{path: p.Binary, exe: p.Binary})
+	}
+	if err := checkEnvBinaries(c.PluginEnv, c.Dir, installed); err != nil {
+		return nil, err
+	}
+	if h.lock != nil {
+		present := map[string]bool{}
+		for _, be := range installed {
+			present[be.name()] = true
+		}
+		var missing []string
+		for _, name := range slices.Sorted(maps.Keys(h.lock.Plugins)) {
+			if !present[name] {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, &LockedBinaryMissingError{Name: missing[0], More: missing[1:], Dir: c.Dir, Lock: c.LockFile}
+		}
+	}
+	h.problems = refused
 	if c.SocketDir != "" {
 		h.socketDir = c.SocketDir
 	} else {
@@ -224,59 +291,89 @@ func New(cfg *Config) (*Host, error) {
 		}
 		h.ownSocket = true
 	}
-	for _, p := range paths {
-		b := &binary{h: h, path: p, display: filepath.Base(p), tail: newTail(c.StderrTailLines)}
+	h.pluginSoc = h.socketDir
+	if h.user != nil {
+		if h.pluginSoc, err = h.user.socketDir(h.socketDir); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	var bins []*binary
+	for _, be := range entries {
+		b := &binary{h: h, path: be.path, exe: be.exe, display: be.name(), tail: newTail(c.StderrTailLines)}
+		b.env = baseEnv(c.PluginEnv[be.name()], h.user.home())
 		if h.lock != nil {
-			e, ok := h.lock.Plugins[filepath.Base(p)]
+			e, ok := h.lock.Plugins[be.name()]
 			if !ok {
-				err = errors.Join(err, fmt.Errorf("plugin binary %s is not in the lock file %s; refusing to run it (run `lethe plugin lock` to trust it)", p, c.LockFile))
+				h.problems = append(h.problems, Problem{Binary: be.path, Err: fmt.Errorf("plugin binary %s is not in the lock file %s; refusing to run it (run `lethe plugin lock` to trust it)", Quote(be.path), Quote(c.LockFile))})
 				continue
 			}
 			b.checksum = e.SHA256
 		}
-		h.binaries = append(h.binaries, b)
+		bins = append(bins, b)
 	}
-	if err != nil {
-		h.Close()
-		return nil, err
-	}
-	if err := h.discover(); err != nil {
-		h.Close()
-		return nil, err
+	h.discover(bins)
+	for _, p := range h.problems {
+		h.logger.Info("plugin binary refused; its plugins are not loaded", "binary", p.Binary, "plugins", p.Names, "error", p.Err)
 	}
 	return h, nil
 }
 
-// discover starts every binary concurrently and registers its plugins.
-func (h *Host) discover() error {
-	errs := make([]error, len(h.binaries))
-	found := make([][]Info, len(h.binaries))
+// discover starts every binary concurrently and registers its plugins. A
+// binary that fails to start, or serves an invalid or reserved name or
+// version, becomes a Problem, and so do both binaries of a name that two
+// serve; the other binaries load.
+func (h *Host) discover(bins []*binary) {
+	errs := make([]error, len(bins))
+	found := make([][]Info, len(bins))
 	var wg sync.WaitGroup
-	for i, b := range h.binaries {
+	for i, b := range bins {
 		wg.Go(func() {
 			found[i], errs[i] = b.discover()
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	var dups []error
-	for i, b := range h.binaries {
+	owners := map[string][]int{} // plugin name -> binaries serving it
+	for i := range bins {
+		if errs[i] != nil {
+			continue
+		}
 		for _, info := range found[i] {
-			if prev, ok := h.plugins[info.Name]; ok {
-				dups = append(dups, fmt.Errorf("plugin %q is served by two binaries, %s and %s; remove one", info.Name, prev.info.Binary, info.Binary))
-				continue
+			owners[info.Name] = append(owners[info.Name], i)
+		}
+	}
+	for name, idx := range owners {
+		if len(idx) < 2 {
+			continue
+		}
+		paths := make([]string, len(idx))
+		for k, i := range idx {
+			paths[k] = Quote(bins[i].path)
+		}
+		for _, i := range idx {
+			errs[i] = errors.Join(errs[i], fmt.Errorf("plugin %s is served by %d binaries, %s; refusing all of them: remove all but one", Quote(name), len(idx), strings.Join(paths, " and ")))
+		}
+	}
+	for i, b := range bins {
+		if errs[i] != nil {
+			var names []string
+			for _, info := range found[i] {
+				names = append(names, info.Name)
 			}
+			if names == nil {
+				names = b.names
+			}
+			b.shutdown()
+			h.problems = append(h.problems, Problem{Binary: b.path, Names: names, Err: errs[i]})
+			continue
+		}
+		h.binaries = append(h.binaries, b)
+		for _, info := range found[i] {
 			h.plugins[info.Name] = &entry{info: info, bin: b}
 			h.infos = append(h.infos, info)
 		}
 	}
-	if err := errors.Join(dups...); err != nil {
-		return err
-	}
 	slices.SortFunc(h.infos, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
-	return nil
 }
 
 // Plugins returns every discovered plugin, sorted by name: the order in
@@ -298,8 +395,8 @@ func (h *Host) Plugin(name string) (Info, bool) {
 	return e.info, true
 }
 
-// Close kills every plugin process and its process group: SIGTERM, then
-// SIGKILL after KillGrace. Open sessions fail their remaining items. It is
+// Close stops every plugin process and its process group: go-plugin's
+// Shutdown call, then SIGTERM, then SIGKILL after KillGrace. Open sessions fail their remaining items. It is
 // safe to call more than once and from a signal handler's goroutine.
 func (h *Host) Close() error {
 	h.mu.Lock()
@@ -315,6 +412,9 @@ func (h *Host) Close() error {
 		wg.Go(b.shutdown)
 	}
 	wg.Wait()
+	for _, b := range h.binaries {
+		b.closeImage()
+	}
 	if h.ownSocket {
 		os.RemoveAll(h.socketDir)
 	}
@@ -365,37 +465,48 @@ func (b *binary) describe(ctx context.Context, p *proc) ([]Info, error) {
 	if err != nil {
 		msg := status.Convert(err).Message()
 		if strings.Contains(msg, "does not look like a TLS handshake") {
-			return nil, fmt.Errorf("plugin binary %s does not serve TLS: it does not speak Lethe's automatic mTLS (LETHE_PLUGIN_MTLS); rebuild it against a current pkg/plugin (see docs/plugin-authoring.md)", b.path)
+			return nil, fmt.Errorf("plugin binary %s does not serve TLS: it does not speak Lethe's automatic mTLS (%s); rebuild it against a current pkg/plugin (see docs/plugin-authoring.md)", Quote(b.path), plugin.MTLSFDEnv)
 		}
-		return nil, fmt.Errorf("plugin binary %s: ListPlugins: %s", b.path, msg)
+		if strings.Contains(msg, "other than the one Lethe made") || strings.Contains(msg, "authentication handshake failed") {
+			return nil, fmt.Errorf("plugin binary %s: refusing its TLS connection: %s", Quote(b.path), sanitizeMessage(msg))
+		}
+		return nil, fmt.Errorf("plugin binary %s: ListPlugins: %s", Quote(b.path), sanitizeMessage(msg))
 	}
 	var infos []Info
 	var errs []error
 	seen := map[string]bool{}
 	for _, d := range list.GetPlugins() {
 		if d.GetKind() != pluginv1.PluginKind_PLUGIN_KIND_DELETE_ITEM_ACTION {
-			b.h.logger.Warn("ignoring a plugin of an unknown kind", "binary", b.path, "name", d.GetName(), "kind", d.GetKind().String())
+			b.h.logger.Warn("ignoring a plugin of an unknown kind", "binary", b.path, "name", Quote(d.GetName()), "kind", d.GetKind().String())
 			continue
 		}
 		name, err := plugin.NormalizeName(d.GetName())
 		if err != nil {
-			errs = append(errs, fmt.Errorf("plugin binary %s: %w", b.path, err))
+			errs = append(errs, fmt.Errorf("plugin binary %s: %w", Quote(b.path), err))
+			continue
+		}
+		if err := plugin.CheckReserved(name); err != nil {
+			errs = append(errs, fmt.Errorf("plugin binary %s: %w", Quote(b.path), err))
+			continue
+		}
+		if err := plugin.ValidateVersion(d.GetVersion()); err != nil {
+			errs = append(errs, fmt.Errorf("plugin %q (%s): %w", name, Quote(b.path), err))
 			continue
 		}
 		if seen[name] {
-			errs = append(errs, fmt.Errorf("plugin binary %s lists plugin %q twice", b.path, name))
+			errs = append(errs, fmt.Errorf("plugin binary %s lists plugin %q twice", Quote(b.path), name))
 			continue
 		}
 		seen[name] = true
 		resp, err := p.stubs.Action.AppliesTo(ctx, &pluginv1.AppliesToRequest{Plugin: name})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("plugin %q (%s): AppliesTo: %s", name, b.path, status.Convert(err).Message()))
+			errs = append(errs, fmt.Errorf("plugin %q (%s): AppliesTo: %s", name, Quote(b.path), sanitizeMessage(status.Convert(err).Message())))
 			continue
 		}
 		sel := selectorFromProto(resp.GetSelector())
 		m, err := sel.Compile()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("plugin %q (%s): %w", name, b.path, err))
+			errs = append(errs, fmt.Errorf("plugin %q (%s): %w", name, Quote(b.path), err))
 			continue
 		}
 		info := Info{
@@ -415,13 +526,7 @@ func (b *binary) describe(ctx context.Context, p *proc) ([]Info, error) {
 		infos = append(infos, info)
 	}
 	if len(infos) == 0 && len(errs) == 0 {
-		errs = append(errs, fmt.Errorf("plugin binary %s serves no DeleteItemAction plugin", b.path))
+		errs = append(errs, fmt.Errorf("plugin binary %s serves no DeleteItemAction plugin", Quote(b.path)))
 	}
 	return infos, errors.Join(errs...)
-}
-
-// isUnavailable reports whether a gRPC error means the process is gone.
-func isUnavailable(err error) bool {
-	c := status.Code(err)
-	return c == codes.Unavailable || c == codes.Canceled
 }

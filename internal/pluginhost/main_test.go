@@ -24,6 +24,9 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(hostHelperEnv); dir != "" {
+		os.Exit(hostHelper(dir))
+	}
 	dir, err := os.MkdirTemp("", "lethe-pluginhost-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

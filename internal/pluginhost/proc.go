@@ -3,12 +3,13 @@ package pluginhost
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,9 +27,11 @@ import (
 // acquire restarts it after a backoff.
 type binary struct {
 	h        *Host
-	path     string
-	checksum string // from the lock file; "" without one
-	tail     *tail  // last stderr lines, across restarts
+	path     string   // in the plugin folder
+	exe      string   // path with symlinks resolved
+	checksum string   // from the lock file; "" without one
+	env      []string // baseEnv: what the process starts from
+	tail     *tail    // last stderr lines, across restarts
 
 	mu        sync.Mutex
 	display   string   // how logs name it: its plugin names
@@ -38,6 +41,7 @@ type binary struct {
 	lastErr   error
 	nextStart time.Time
 	starting  chan struct{} // closed when an ongoing start ends
+	img       *os.File      // sealed copy of a locked binary
 }
 
 // proc is one running plugin process.
@@ -50,35 +54,50 @@ type proc struct {
 	grace    time.Duration
 }
 
-// start starts a process and handshakes with it. Trust checks (lock file
-// checksum) happen before the binary runs.
+// start starts a process and handshakes with it. Trust checks happen
+// before the binary runs: a locked binary runs from a sealed copy whose
+// sha256 matched the lock file (see image). The process gets a minimal
+// environment (baseEnv, then the host's own variables), its TLS material
+// through an inherited pipe, and runs as Config.PluginUser when set.
 func (b *binary) start() (*proc, error) {
 	cfg := b.h.cfg
-	cmd := exec.Command(b.path)
+	cmd := exec.Command(b.exe)
+	cmd.Args[0] = b.path
 	// Own process group, so that a kill reaches the plugin's children too.
-	// Pdeathsig kills the plugin if lethe itself dies without a chance to
-	// clean up (SIGKILL, OOM kill). Linux sends it when the thread that
-	// started the plugin exits; the Go runtime keeps its threads, and a
-	// spurious kill would only look like a crash, which the host survives
-	// by restarting the plugin.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Env = []string{"PLUGIN_UNIX_SOCKET_DIR=" + b.h.socketDir}
-	var tlsConfig *tls.Config
-	if b.h.mtls != nil {
-		env, tc, err := b.h.mtls.ForPlugin()
+	// Pdeathsig signals the plugin if lethe itself dies without a chance to
+	// clean up (SIGKILL, OOM kill). It is SIGTERM, not SIGKILL, so that the
+	// SDK's Serve can end the plugin's descendants (it is their subreaper)
+	// before it returns; a plugin that ignores SIGTERM outlives lethe.
+	// Linux sends it when the thread that started the plugin exits; the Go
+	// runtime keeps its threads, and a spurious signal would only look like
+	// a crash, which the host survives by restarting the plugin.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: b.h.user.credential()}
+	if b.h.user != nil {
+		cmd.Dir = "/" // Lethe's working folder may be closed to that user
+	}
+	if b.checksum != "" {
+		img, err := b.image()
 		if err != nil {
+			return nil, err
+		}
+		cmd.Path = "/proc/self/fd/" + strconv.Itoa(3+len(cmd.ExtraFiles))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, img)
+	}
+	// The host's own variables come last: nothing inherited or configured
+	// can override them (go-plugin appends its handshake variables after).
+	cmd.Env = append(slices.Clone(b.env), goplugin.EnvUnixSocketDir+"="+b.h.pluginSoc)
+	var tlsConfig *tls.Config
+	var pm *plugin.PluginMTLS
+	if b.h.mtls != nil {
+		var err error
+		if pm, err = b.h.mtls.ForPlugin(); err != nil {
 			return nil, fmt.Errorf("plugin binary %s: mTLS: %w", b.path, err)
 		}
-		cmd.Env = append(cmd.Env, env)
-		tlsConfig = tc
-	}
-	var secure *goplugin.SecureConfig
-	if b.checksum != "" {
-		sum, err := hex.DecodeString(b.checksum)
-		if err != nil {
-			return nil, fmt.Errorf("plugin binary %s: bad checksum %q in the lock file", b.path, b.checksum)
+		if err := pm.Attach(cmd); err != nil {
+			return nil, fmt.Errorf("plugin binary %s: %w", b.path, err)
 		}
-		secure = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+		defer pm.Close()
+		tlsConfig = pm.Config
 	}
 	logger := cfg.Logger.Named("plugin")
 	lines := lineNamer{Logger: logger, b: b}
@@ -86,7 +105,7 @@ func (b *binary) start() (*proc, error) {
 		HandshakeConfig:  plugin.Handshake,
 		VersionedPlugins: plugin.VersionedPlugins(),
 		Cmd:              cmd,
-		SecureConfig:     secure,
+		SkipHostEnv:      true,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         !cfg.DisableAutoMTLS && cfg.GoPluginAutoMTLS,
 		TLSConfig:        tlsConfig,
@@ -101,10 +120,21 @@ func (b *binary) start() (*proc, error) {
 		)},
 	})
 	p := &proc{client: client, grace: cfg.KillGrace}
-	rpc, err := client.Client()
+	err := startClient(client)
 	if cmd.Process != nil {
 		p.pid = cmd.Process.Pid
 	}
+	if err != nil {
+		p.kill(false)
+		return nil, b.startError(err)
+	}
+	if pm != nil {
+		if err := pm.CheckHandshake(); err != nil {
+			p.kill(false)
+			return nil, fmt.Errorf("plugin binary %s: %w", b.path, err)
+		}
+	}
+	rpc, err := client.Client()
 	if err != nil {
 		p.kill(false)
 		return nil, b.startError(err)
@@ -124,20 +154,69 @@ func (b *binary) start() (*proc, error) {
 	return p, nil
 }
 
+// startClient starts the go-plugin client. go-plugin panics when a
+// plugin's handshake line carries a certificate while the host has no TLS
+// configuration (mTLS disabled): a plugin must not be able to crash Lethe,
+// so that becomes an error.
+func startClient(c *goplugin.Client) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the plugin's handshake line made go-plugin fail: %v", r)
+		}
+	}()
+	_, err = c.Start()
+	return err
+}
+
+// image returns the sealed in-memory copy of a locked binary, made and
+// checked against the lock file at the first start and reused by
+// restarts: the same checked bytes run every time.
+func (b *binary) image() (*os.File, error) {
+	b.mu.Lock()
+	img := b.img
+	b.mu.Unlock()
+	if img != nil {
+		return img, nil
+	}
+	img, sum, err := sealedImage(b.exe)
+	if err != nil {
+		return nil, fmt.Errorf("plugin binary %s: %w", b.path, err)
+	}
+	if testHookSealed != nil {
+		testHookSealed(b.exe)
+	}
+	if sum != b.checksum {
+		img.Close()
+		return nil, fmt.Errorf("plugin binary %s does not match its sha256 in the lock file %s; refusing to run it (if you trust the new binary, run `lethe plugin lock`)", b.path, b.h.cfg.LockFile)
+	}
+	b.mu.Lock()
+	b.img = img
+	b.mu.Unlock()
+	return img, nil
+}
+
+// closeImage releases the sealed copy, once no process can start.
+func (b *binary) closeImage() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.img != nil {
+		b.img.Close()
+		b.img = nil
+	}
+}
+
 func (b *binary) startError(err error) error {
 	msg := err.Error()
 	switch {
-	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
-		return fmt.Errorf("plugin binary %s does not match its sha256 in the lock file %s; refusing to run it (if you trust the new binary, run `lethe plugin lock`)", b.path, b.h.cfg.LockFile)
 	case strings.Contains(msg, "incompatible API version"):
-		return fmt.Errorf("plugin binary %s speaks a plugin protocol version this Lethe does not (Lethe speaks %d): %s; rebuild the plugin against a matching SDK", b.path, plugin.ProtocolVersion, msg)
+		return fmt.Errorf("plugin binary %s speaks a plugin protocol version this Lethe does not (Lethe speaks %d): %s; rebuild the plugin against a matching SDK", Quote(b.path), plugin.ProtocolVersion, sanitizeMessage(msg))
 	case strings.Contains(msg, "Unrecognized remote plugin message"), strings.Contains(msg, "plugin exited before we could connect"):
 		if lines := b.tail.lines(); len(lines) > 0 {
-			return fmt.Errorf("plugin binary %s failed to start: %s; last stderr: %s", b.path, firstLine(msg), strings.Join(lines, " | "))
+			return fmt.Errorf("plugin binary %s failed to start: %s; last stderr: %s", Quote(b.path), sanitizeMessage(firstLine(msg)), strings.Join(lines, " | "))
 		}
-		return fmt.Errorf("plugin binary %s failed to start: %s (is it a Lethe plugin built for this platform?)", b.path, firstLine(msg))
+		return fmt.Errorf("plugin binary %s failed to start: %s (is it a Lethe plugin built for this platform?)", Quote(b.path), sanitizeMessage(firstLine(msg)))
 	}
-	return fmt.Errorf("plugin binary %s: %s", b.path, msg)
+	return fmt.Errorf("plugin binary %s: %s", Quote(b.path), sanitizeMessage(msg))
 }
 
 func firstLine(s string) string {
@@ -227,7 +306,7 @@ func (b *binary) recordFailureLH(err error) {
 }
 
 func (b *binary) brokenErrLH() error {
-	msg := fmt.Sprintf("plugin %s (%s) failed %d times in a row, giving up: %v", b.display, b.path, b.failures, b.lastErr)
+	msg := fmt.Sprintf("plugin %s (%s) failed %d times in a row, giving up: %v", b.display, Quote(b.path), b.failures, b.lastErr)
 	if lines := b.tail.lines(); len(lines) > 0 {
 		msg += "; last stderr: " + strings.Join(lines, " | ")
 	}
@@ -281,18 +360,17 @@ func (b *binary) shutdown() {
 	}
 }
 
-// kill kills the process and its whole process group. graceful sends
-// SIGTERM first and waits up to the grace period.
+// kill ends the process and its whole process group. graceful asks the
+// plugin to shut down through go-plugin first, then signals what is left
+// (plugin.StopProcess); otherwise (a crashed or hung plugin) the group is
+// SIGKILLed at once.
 func (p *proc) kill(graceful bool) {
 	p.killOnce.Do(func() {
+		if graceful {
+			plugin.StopProcess(p.client, p.pid, p.grace)
+			return
+		}
 		if p.pid > 0 {
-			if graceful {
-				_ = syscall.Kill(-p.pid, syscall.SIGTERM)
-				deadline := time.Now().Add(p.grace)
-				for !p.client.Exited() && time.Now().Before(deadline) {
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
 			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 		}
 		p.client.Kill()
@@ -336,7 +414,9 @@ func (l lineNamer) named() hclog.Logger {
 	l.b.mu.Lock()
 	name := l.b.display
 	l.b.mu.Unlock()
-	return l.Logger.Named(name)
+	// Before the plugins are known, name is the binary's file name, which
+	// may carry terminal escapes: quoted, never written raw.
+	return l.Logger.Named(Quote(name))
 }
 
 func (l lineNamer) Log(level hclog.Level, msg string, args ...any) {
@@ -379,7 +459,7 @@ func (t *tail) Write(p []byte) (int, error) {
 }
 
 func (t *tail) pushLH() {
-	line := strings.TrimSpace(string(t.cur))
+	line := strings.TrimSpace(sanitizeMessage(string(t.cur)))
 	t.cur = t.cur[:0]
 	if line == "" {
 		return
@@ -395,7 +475,7 @@ func (t *tail) lines() []string {
 	defer t.mu.Unlock()
 	out := append([]string(nil), t.ring...)
 	if len(t.cur) > 0 {
-		out = append(out, string(t.cur))
+		out = append(out, sanitizeMessage(string(t.cur)))
 	}
 	return out
 }

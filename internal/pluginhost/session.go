@@ -31,19 +31,20 @@ var ErrSessionClosed = errors.New("plugin session is closed")
 // Session streams the items of one backup through one plugin. Send items
 // from one goroutine while another reads Results: every item sent gets
 // exactly one Result, and Results is closed after CloseSend once every
-// result is out. Items are batched on the wire; after a plugin crash the
-// items without a result are redelivered to the restarted process (at least
-// once), but each ID still gets one Result only.
+// result is out. Items are batched on the wire. After a plugin crash, the
+// items that were in flight are redelivered to the restarted process one at
+// a time, before any other item: an item the process dies on while
+// executing it alone fails, and the others are not charged for the crash.
+// Delivery is at least once, but each ID gets one Result only.
 type Session struct {
-	h           *Host
-	b           *binary
-	name        string
-	backup      *pluginv1.Backup
-	batch       int
-	window      int
-	timeout     time.Duration
-	grace       time.Duration
-	maxAttempts int
+	h       *Host
+	b       *binary
+	name    string
+	backup  *pluginv1.Backup
+	batch   int
+	window  int
+	timeout time.Duration
+	grace   time.Duration
 
 	ctx         context.Context
 	cancel      context.CancelCauseFunc
@@ -63,12 +64,15 @@ type Session struct {
 	inflight    []*pendingItem // on the wire of the current stream, by send time
 	timedOut    []*pendingItem // cancelled for a timeout, no result yet
 	gen         uint64         // current stream
+	// suspects were in flight when a process died; they are sent alone, one
+	// at a time, before the outbox. isolating is the one on the wire.
+	suspects  []*pendingItem
+	isolating *pendingItem
 }
 
 type pendingItem struct {
 	msg        *pluginv1.Item
 	size       int
-	attempts   int
 	gen        uint64 // stream it was last sent on
 	sentAt     time.Time
 	timedOutAt time.Time
@@ -116,7 +120,6 @@ func (h *Host) OpenSession(ctx context.Context, pluginName string, backup plugin
 		window:      window,
 		timeout:     cmp.Or(opts.ItemTimeout, h.timeoutFor(full)),
 		grace:       h.cfg.CancelGrace,
-		maxAttempts: h.cfg.MaxRestarts + 1,
 		slots:       make(chan struct{}, window),
 		results:     make(chan Result, window),
 		notify:      make(chan struct{}, 1),
@@ -251,10 +254,11 @@ func (s *Session) run() {
 	}
 }
 
-// failOutbox fails every item waiting to be sent.
+// failOutbox fails every item waiting to be sent, suspects included.
 func (s *Session) failOutbox(err error) {
 	s.mu.Lock()
-	out := s.outbox
+	out := append(s.suspects, s.outbox...)
+	s.suspects = nil
 	s.outbox = nil
 	s.outboxBytes = 0
 	for _, pi := range out {
@@ -262,46 +266,58 @@ func (s *Session) failOutbox(err error) {
 	}
 	s.mu.Unlock()
 	for _, pi := range out {
-		s.emit(Result{ID: pi.msg.Id, Result: plugin.Result{Outcome: plugin.OutcomeFailed, Message: err.Error()}})
+		s.emit(Result{ID: pi.msg.Id, Result: plugin.Result{Outcome: plugin.OutcomeFailed, Message: sanitizeMessage(err.Error())}})
 	}
 }
 
 // afterFailure settles the items that were on the wire of a stream that
-// broke: timed-out items fail, items that were in flight during too many
-// failures fail, and the rest go back to the front of the outbox.
+// broke. Timed-out items fail. An item that was on the wire alone fails: the
+// process died executing it. After a hang, whose culprit is the timed-out
+// item, the others go back to the front of the outbox; after any other
+// failure they become suspects, to be sent alone one at a time. No item is
+// charged for a failure it did not cause.
 func (s *Session) afterFailure(cause error) {
 	s.mu.Lock()
-	var failed []Result
-	var requeue []*pendingItem
-	var inQueue = make(map[*pendingItem]bool, len(s.outbox))
+	waiting := make(map[*pendingItem]bool, len(s.outbox)+len(s.suspects))
 	for _, pi := range s.outbox {
-		inQueue[pi] = true
+		waiting[pi] = true
 	}
+	for _, pi := range s.suspects {
+		waiting[pi] = true
+	}
+	var failed []Result
+	var others []*pendingItem
 	for id, pi := range s.pending {
-		if inQueue[pi] {
+		if waiting[pi] {
 			continue
 		}
 		switch {
 		case !pi.timedOutAt.IsZero():
 			delete(s.pending, id)
 			failed = append(failed, s.failure(id, fmt.Sprintf("timed out after %s; the plugin did not answer the cancellation within %s and was killed", s.timeout, s.grace)))
-		case pi.attempts >= s.maxAttempts:
+		case pi == s.isolating:
 			delete(s.pending, id)
-			msg := fmt.Sprintf("plugin %s failed %d times while executing this item: %v", s.name, pi.attempts, cause)
+			msg := fmt.Sprintf("plugin %s failed while executing this item alone: %v", s.name, cause)
 			if lines := s.b.tail.lines(); len(lines) > 0 {
 				msg += "; last stderr: " + strings.Join(lines, " | ")
 			}
 			failed = append(failed, s.failure(id, msg))
 		default:
 			pi.gen = 0
-			requeue = append(requeue, pi)
+			others = append(others, pi)
 		}
 	}
-	slices.SortFunc(requeue, func(a, b *pendingItem) int { return cmp.Compare(a.msg.Id, b.msg.Id) })
-	for _, pi := range requeue {
-		s.outboxBytes += pi.size
+	s.isolating = nil
+	slices.SortFunc(others, func(a, b *pendingItem) int { return cmp.Compare(a.msg.Id, b.msg.Id) })
+	var hung *hungError
+	if errors.As(cause, &hung) {
+		for _, pi := range others {
+			s.outboxBytes += pi.size
+		}
+		s.outbox = append(others, s.outbox...)
+	} else {
+		s.suspects = append(s.suspects, others...)
 	}
-	s.outbox = append(requeue, s.outbox...)
 	s.inflight = nil
 	s.timedOut = nil
 	s.mu.Unlock()
@@ -311,7 +327,7 @@ func (s *Session) afterFailure(cause error) {
 }
 
 func (s *Session) failure(id uint64, msg string) Result {
-	return Result{ID: id, Result: plugin.Result{Outcome: plugin.OutcomeFailed, Message: msg}}
+	return Result{ID: id, Result: plugin.Result{Outcome: plugin.OutcomeFailed, Message: sanitizeMessage(msg)}}
 }
 
 // hungError reports a plugin that did not answer a cancelled item in time.
@@ -370,10 +386,10 @@ func (s *Session) reader(sctx context.Context, st pluginv1.DeleteItemActionServi
 				}
 				return fmt.Errorf("plugin ended the Execute stream with %d items unanswered", n)
 			}
-			return fmt.Errorf("Execute stream: %w", err)
+			return fmt.Errorf("receive on the Execute stream: %w", err)
 		}
-		s.b.progress(p)
 		out = out[:0]
+		healthy, advance := false, false
 		s.mu.Lock()
 		for _, r := range resp.GetResults() {
 			pi := s.pending[r.GetId()]
@@ -382,7 +398,11 @@ func (s *Session) reader(sctx context.Context, st pluginv1.DeleteItemActionServi
 			}
 			delete(s.pending, r.GetId())
 			pi.done = true
+			if pi == s.isolating {
+				s.isolating, advance = nil, true
+			}
 			res := resultFromProto(r)
+			healthy = healthy || res.Outcome != plugin.OutcomeFailed
 			if !pi.timedOutAt.IsZero() && res.Outcome == plugin.OutcomeFailed {
 				res.Message = fmt.Sprintf("timed out after %s: %s", s.timeout, res.Message)
 			}
@@ -390,10 +410,13 @@ func (s *Session) reader(sctx context.Context, st pluginv1.DeleteItemActionServi
 		}
 		finished := s.closeSend && len(s.pending) == 0
 		s.mu.Unlock()
+		if healthy {
+			s.b.progress(p) // only an answered item proves the process healthy
+		}
 		for _, r := range out {
 			s.emit(r)
 		}
-		if finished {
+		if finished || advance {
 			s.signal()
 		}
 	}
@@ -421,14 +444,25 @@ func (s *Session) writer(sctx context.Context, st pluginv1.DeleteItemActionServi
 		finish := s.closeSend && len(s.pending) == 0
 		ready := expired || n >= s.batch || s.closeSend || len(s.pending) >= s.window || s.outboxBytes >= maxBatchBytes
 		var batch []*pluginv1.Item
-		if n > 0 && ready {
+		switch {
+		case s.isolating != nil:
+			// one suspect on the wire: nothing else goes until it is answered
+		case len(s.suspects) > 0:
+			pi := s.suspects[0]
+			s.suspects[0] = nil
+			s.suspects = s.suspects[1:]
+			s.isolating = pi
+			pi.gen = gen
+			pi.sentAt = time.Now()
+			s.inflight = append(s.inflight, pi)
+			batch = append(batch, pi.msg)
+		case n > 0 && ready:
 			now := time.Now()
 			k, bytes := 0, 0
 			for k < n && k < s.batch && (k == 0 || bytes+s.outbox[k].size <= maxBatchBytes) {
 				pi := s.outbox[k]
 				bytes += pi.size
 				pi.gen = gen
-				pi.attempts++
 				pi.sentAt = now
 				s.inflight = append(s.inflight, pi)
 				batch = append(batch, pi.msg)
@@ -441,6 +475,7 @@ func (s *Session) writer(sctx context.Context, st pluginv1.DeleteItemActionServi
 			expired = false
 			timerC = nil
 		}
+		isolating := s.isolating != nil || len(s.suspects) > 0
 		s.mu.Unlock()
 		if len(cancels) > 0 {
 			reason := fmt.Sprintf("timed out after %s", s.timeout)
@@ -458,7 +493,7 @@ func (s *Session) writer(sctx context.Context, st pluginv1.DeleteItemActionServi
 			_ = st.CloseSend()
 			return
 		}
-		if n > 0 && timerC == nil {
+		if n > 0 && timerC == nil && !isolating {
 			if timer == nil {
 				timer = time.NewTimer(Linger)
 			} else {

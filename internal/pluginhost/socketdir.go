@@ -40,20 +40,31 @@ func sweepSocketDirs(dir string, log hclog.Logger) {
 		if info, err := os.Lstat(path); err != nil || !ownedByMe(info) {
 			continue
 		}
-		files, err := os.ReadDir(path)
-		if err != nil {
-			continue
-		}
-		onlySockets := true
-		for _, f := range files {
-			if f.Type()&os.ModeSocket == 0 {
-				onlySockets = false
-			}
-		}
-		if onlySockets && os.RemoveAll(path) == nil {
+		if onlySockets(path, 1) && os.RemoveAll(path) == nil {
 			log.Debug("removed the socket directory of a dead host", "dir", path)
 		}
 	}
+}
+
+// onlySockets reports whether dir holds nothing but sockets, and folders
+// of sockets (those of plugin users, "uid-N") down to depth more levels.
+func onlySockets(dir string, depth int) bool {
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, f := range files {
+		switch {
+		case f.Type()&os.ModeSocket != 0:
+		case f.IsDir() && depth > 0 && strings.HasPrefix(f.Name(), "uid-"):
+			if !onlySockets(filepath.Join(dir, f.Name()), depth-1) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func ownedByMe(info os.FileInfo) bool {

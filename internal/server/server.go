@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lethehq/lethe/internal/backup"
@@ -30,9 +32,18 @@ const (
 	WorkersDefault      = 2
 )
 
+// Catalog is the part of the catalog a Server uses, its own and that of
+// the soft-delete timers and the TTL controller it runs.
+type Catalog interface {
+	catalog.Resources
+	catalog.Lifecycle
+	catalog.WorkQueue
+	catalog.Feed
+}
+
 // Config configures a Server.
 type Config struct {
-	Store   catalog.Store
+	Store   Catalog
 	Deleter *deletion.Deleter
 	Logger  hclog.Logger
 	Now     func() time.Time
@@ -42,11 +53,17 @@ type Config struct {
 	PollInterval time.Duration
 	// LeaseTTL is the deletion lease (see deletion.Config).
 	LeaseTTL time.Duration
-	// MetricsAddr serves Prometheus metrics on /metrics when set.
-	MetricsAddr string
+	// MetricsAddr serves Prometheus metrics on /metrics when set; it is
+	// bound before any work starts. MetricsListener, when set, is used
+	// instead (the CLI binds it before it even starts the plugins).
+	MetricsAddr     string
+	MetricsListener net.Listener
 	// DefaultDelay is the grace window for expired backups without a
 	// deletion-delay annotation.
 	DefaultDelay time.Duration
+	// NoPlugins: the operator said running with no plugin installed is
+	// intended (see deletion.Options.NoPlugins); audited on each purge.
+	NoPlugins bool
 }
 
 // Server is the daemon.
@@ -57,6 +74,11 @@ type Server struct {
 
 	deletions *prometheus.CounterVec
 	expired   prometheus.Counter
+	// pluginMissing counts the backups whose deletion this server
+	// refuses because an expected plugin is missing (refused, by UID).
+	pluginMissing prometheus.Gauge
+	refusedMu     sync.Mutex
+	refused       map[string]bool
 }
 
 // New returns a Server.
@@ -72,48 +94,70 @@ func New(cfg *Config) (*Server, error) {
 	c.Workers = cmp.Or(c.Workers, WorkersDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, deletion.LeaseTTLDefault)
-	s := &Server{cfg: c, log: c.Logger.Named("server"), reg: prometheus.NewRegistry()}
+	s := &Server{cfg: c, log: c.Logger.Named("server"), reg: prometheus.NewRegistry(), refused: map[string]bool{}}
 	s.deletions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "lethe_backup_deletions_total", Help: "Backup deletion runs by result (purged, incomplete, error).",
+		Name: "lethe_backup_deletions_total", Help: "Backup deletion runs by result (purged, incomplete, parked, error).",
 	}, []string{"result"})
 	s.expired = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "lethe_ttl_expired_total", Help: "Deletion requests made because a backup's TTL expired.",
 	})
-	s.reg.MustRegister(s.deletions, s.expired, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	s.pluginMissing = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "lethe_backups_plugin_missing",
+		Help: "Backups whose deletion waits because an expected plugin is missing or cannot start (condition PluginMissing).",
+	})
+	s.reg.MustRegister(s.deletions, s.expired, s.pluginMissing, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s, nil
 }
 
-// Run serves until ctx ends, then stops every part and waits for it.
+// Run serves until ctx ends, then stops every part and waits for it. The
+// metrics address is bound before anything else starts: an address in
+// use fails Run before any work.
 func (s *Server) Run(ctx context.Context) error {
 	ctx = catalog.WithActor(ctx, "server:"+s.cfg.Deleter.Holder())
+	ln := s.cfg.MetricsListener
+	if ln == nil && s.cfg.MetricsAddr != "" {
+		var err error
+		if ln, err = Listen(s.cfg.MetricsAddr); err != nil {
+			return err
+		}
+	}
 	ttlc, err := ttl.New(&ttl.Config{
 		Store: s.cfg.Store, Logger: s.cfg.Logger, Now: s.cfg.Now,
 		Request: func(ctx context.Context, name string) error {
 			s.expired.Inc()
-			_, err := s.cfg.Deleter.Delete(ctx, name, deletion.Options{
-				Actor: "ttl", Reason: "TTL expired", Async: true, DefaultDelay: s.cfg.DefaultDelay,
+			_, err := s.cfg.Deleter.Delete(catalog.WithActor(ctx, "ttl"), name, deletion.Options{
+				Reason: "TTL expired", Async: true, Unattended: true, DefaultDelay: s.cfg.DefaultDelay,
 			})
 			return err
 		},
 	})
 	if err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
 		return err
 	}
 	timers, err := softdelete.New(&softdelete.Config{
 		Store: s.cfg.Store, Logger: s.cfg.Logger, Now: s.cfg.Now,
 		Handlers: map[string]softdelete.Handler{
 			backup.Kind: func(ctx context.Context, r *catalog.Resource) error {
-				_, err := s.cfg.Deleter.Delete(ctx, r.Name, deletion.Options{
-					Actor: "softdelete", Reason: "grace window over", Async: true, OnlyIfScheduled: true,
+				_, err := s.cfg.Deleter.Delete(catalog.WithActor(ctx, "softdelete"), r.Name, deletion.Options{
+					Reason: "grace window over", Async: true, OnlyIfScheduled: true, Unattended: true,
 				})
 				return err
 			},
 		},
 	})
 	if err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
 		return err
 	}
 
+	// Whatever ends Run, it stops every part it started first.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	errs := make(chan error, 4+s.cfg.Workers)
 	wg.Go(func() { errs <- ttlc.Run(ctx) })
@@ -122,11 +166,7 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Go(func() { errs <- s.work(ctx) })
 	}
 	wg.Go(func() { errs <- s.reconcile(ctx) })
-	if s.cfg.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", s.cfg.MetricsAddr)
-		if err != nil {
-			return err
-		}
+	if ln != nil {
 		srv := &http.Server{Handler: promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 		wg.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -149,6 +189,19 @@ func (s *Server) Run(ctx context.Context) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// Listen binds the metrics address; the error is one line naming it.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			err = op.Err
+		}
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	return ln, nil
 }
 
 // ReconcileInterval is how often the server makes sure every Deleting
@@ -191,6 +244,21 @@ func (s *Server) enqueueDeleting(ctx context.Context) error {
 	}
 }
 
+// notePluginMissing keeps the plugin-missing gauge: a backup counts from
+// the refusal of its deletion until a run of it gets past the check.
+func (s *Server) notePluginMissing(uid string, err error) {
+	var missing *deletion.MissingPluginsError
+	refused := errors.As(err, &missing) || errors.Is(err, deletion.ErrNoPlugins)
+	s.refusedMu.Lock()
+	defer s.refusedMu.Unlock()
+	if refused {
+		s.refused[uid] = true
+	} else {
+		delete(s.refused, uid)
+	}
+	s.pluginMissing.Set(float64(len(s.refused)))
+}
+
 // work claims queued deletions and runs them, one at a time.
 func (s *Server) work(ctx context.Context) error {
 	for ctx.Err() == nil {
@@ -202,8 +270,20 @@ func (s *Server) work(ctx context.Context) error {
 			s.log.Error("claiming deletions", "error", err)
 		}
 		for _, w := range items {
-			rep, err := s.cfg.Deleter.RunWork(ctx, w, deletion.Options{Actor: catalog.ActorFrom(ctx)})
+			rep, err := s.cfg.Deleter.RunWork(ctx, w, deletion.Options{NoPlugins: s.cfg.NoPlugins, Unattended: true})
+			s.notePluginMissing(w.Key, err)
+			var missing *deletion.MissingPluginsError
 			switch {
+			case errors.Is(err, deletion.ErrTarballMissing) || errors.Is(err, deletion.ErrTarballReplaced):
+				// The deleter raised it once (a condition and a warning)
+				// and parked the work until an operator acts.
+				s.deletions.WithLabelValues("parked").Inc()
+				s.log.Info("deletion parked until an operator acts", "uid", w.Key, "error", err)
+			case errors.As(err, &missing) || errors.Is(err, deletion.ErrNoPlugins):
+				// Never purged without its plugins: the deletion stays,
+				// with the PluginMissing condition, and is looked at again.
+				s.deletions.WithLabelValues("plugin-missing").Inc()
+				s.log.Error("deletion refused: plugins missing", "uid", w.Key, "error", err)
 			case err != nil:
 				s.deletions.WithLabelValues("error").Inc()
 				if ctx.Err() == nil {

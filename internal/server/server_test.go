@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/lethehq/lethe/internal/archive/archivetest"
 	"github.com/lethehq/lethe/internal/backup"
@@ -19,7 +24,7 @@ import (
 	"github.com/lethehq/lethe/internal/server"
 )
 
-var noopBin string
+var noopBin, recorderBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "lethe-server-test-")
@@ -27,13 +32,18 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	noopBin = filepath.Join(dir, "noop")
-	if err := deletiontest.Build(noopBin, "../../plugins/noop"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	recorderBin = filepath.Join(dir, "recorder")
+	for bin, pkg := range map[string]string{noopBin: "../../plugins/noop", recorderBin: "../deletion/testdata/recorder"} {
+		if err := deletiontest.Build(bin, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	// goleak: Run stops every part it started, also when it fails.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		_ = os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }
 
 type env struct {
@@ -80,7 +90,7 @@ func TestServerDeletesExpiredBackupsThroughTheGraceWindow(t *testing.T) {
 	e.add(t, "expired", &past, map[string]string{catalog.AnnotationDeletionDelay: "300ms"})
 	e.add(t, "fresh", &future, nil)
 	e.add(t, "queued", nil, nil)
-	_, err := e.del.Delete(ctx, "queued", deletion.Options{Async: true, Actor: "test"})
+	_, err := e.del.Delete(catalog.WithActor(ctx, "test"), "queued", deletion.Options{Async: true})
 	require.NoError(t, err)
 
 	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, PollInterval: 50 * time.Millisecond})
@@ -118,8 +128,8 @@ func TestServerResumesADeletionWithoutAWorkItem(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.add(t, "stranded", nil, nil)
-	_, err := e.st.Delete(ctx, backup.Key("stranded"), catalog.DeleteOptions{
-		Finalizers: []string{catalog.FinalizerDeleteActions}, Actor: "test",
+	_, err := e.st.Delete(catalog.WithActor(ctx, "test"), backup.Key("stranded"), catalog.DeleteOptions{
+		Finalizers: []string{catalog.FinalizerDeleteActions},
 	})
 	require.NoError(t, err)
 	work, err := e.st.ListWork(ctx, deletion.Queue)
@@ -133,4 +143,147 @@ func TestServerResumesADeletionWithoutAWorkItem(t *testing.T) {
 	e.waitPurged(t, "stranded")
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// TestServerRaisesAVanishedTarballOnce: an expired backup whose tarball is
+// gone is raised once by the daemon (the TarballMissing condition and one
+// warning), and its deletion is parked, not retried on every poll, and
+// never purged on its own.
+func TestServerRaisesAVanishedTarballOnce(t *testing.T) {
+	var logs syncBuffer
+	logger := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
+	pe := deletiontest.New(t, deletiontest.Options{
+		Plugins:  []string{noopBin},
+		Catalog:  &catalog.Config{PollInterval: 20 * time.Millisecond},
+		Deletion: func(c *deletion.Config) { c.Logger = logger },
+	})
+	e := &env{pe: pe, st: pe.Store, del: pe.Deleter}
+	ctx, cancel := context.WithCancel(context.Background())
+	past := time.Now().Add(-time.Minute)
+	e.add(t, "vanished", &past, nil)
+	require.NoError(t, e.pe.Blobs.Delete(ctx, backup.StorageKey("vanished")))
+
+	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, Logger: logger, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+
+	var r *catalog.Resource
+	for range 400 {
+		r, err = e.st.Get(ctx, backup.Key("vanished"))
+		require.NoError(t, err)
+		if w, err := e.st.GetWork(ctx, deletion.Queue, r.UID); err == nil && w.Attempts > 0 && w.Holder == "" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Many poll intervals later, nothing more has happened.
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+
+	r, err = e.st.Get(context.Background(), backup.Key("vanished"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseDeleting, r.Phase)
+	var cond *catalog.Condition
+	for i := range r.Conditions {
+		if r.Conditions[i].Type == backup.ConditionTarballMissing {
+			cond = &r.Conditions[i]
+		}
+	}
+	require.NotNil(t, cond, "conditions: %+v", r.Conditions)
+	require.Equal(t, "True", cond.Status)
+	w, err := e.st.GetWork(context.Background(), deletion.Queue, r.UID)
+	require.NoError(t, err)
+	require.Equal(t, 1, w.Attempts, "claimed once, then parked")
+	require.True(t, w.RunAt.After(time.Now().Add(10*365*24*time.Hour)), "parked: %s", w.RunAt)
+	out := logs.String()
+	require.Equal(t, 1, strings.Count(out, "TarballMissing"), "raised once:\n%s", out)
+	require.NotContains(t, out, "[ERROR]", "nothing else shouts about it:\n%s", out)
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestBlockedRetryAfterNeitherSpinsNorStalls: a plugin that answers
+// Blocked with a retryAfter of 0, a negative one and a huge one has its
+// deletion claimed once, then requeued between one minute and one hour
+// later: the daemon does not spin on it, and does not put it off for good.
+func TestBlockedRetryAfterNeitherSpinsNorStalls(t *testing.T) {
+	dir := t.TempDir()
+	for i, after := range []string{"0s", "-5m", "100000h"} {
+		name := archivetest.SpecN(i, 200).Name
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".lock"), []byte(after), 0o600))
+	}
+	pe := deletiontest.New(t, deletiontest.Options{
+		Plugins: []string{recorderBin},
+		// Plugins inherit nothing from Lethe's environment.
+		PluginEnv: map[string]map[string]string{filepath.Base(recorderBin): {
+			"LETHE_RECORD_FILE":        filepath.Join(dir, "record.tsv"),
+			"LETHE_RECORD_CONTROL_DIR": dir,
+		}},
+		Catalog: &catalog.Config{PollInterval: 20 * time.Millisecond},
+	})
+	e := &env{pe: pe, st: pe.Store, del: pe.Deleter}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.add(t, "locked", nil, nil)
+	start := time.Now()
+	_, err := e.del.Delete(catalog.WithActor(ctx, "test"), "locked", deletion.Options{Async: true})
+	require.NoError(t, err)
+	r, err := e.st.Get(ctx, backup.Key("locked"))
+	require.NoError(t, err)
+
+	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	for range 400 {
+		if w, err := e.st.GetWork(ctx, deletion.Queue, r.UID); err == nil && w.Attempts > 0 && w.Holder == "" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // 25 poll intervals
+	cancel()
+	require.NoError(t, <-done)
+
+	w, err := e.st.GetWork(context.Background(), deletion.Queue, r.UID)
+	require.NoError(t, err)
+	require.Equal(t, 1, w.Attempts, "claimed once: the daemon does not spin")
+	require.False(t, w.RunAt.Before(start.Add(time.Minute)), "requeued at %s", w.RunAt)
+	require.True(t, w.RunAt.Before(time.Now().Add(time.Hour+time.Minute)), "a huge retryAfter stalls the deletion: %s", w.RunAt)
+	_, rows, err := e.st.LoadProgress(context.Background(), r.UID)
+	require.NoError(t, err)
+	require.Len(t, rows, 3, "the three items are blocked")
+}
+
+// TestRunStopsEverythingWhenItCannotListen: a metrics address already in
+// use fails Run, and Run stops every part it had started before
+// returning (goleak checks that nothing is left running).
+func TestRunStopsEverythingWhenItCannotListen(t *testing.T) {
+	e := newEnv(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, MetricsAddr: busy.Addr().String()})
+	require.NoError(t, err)
+	before := goleak.IgnoreCurrent()
+	err = srv.Run(context.Background())
+	require.ErrorContains(t, err, "address already in use")
+	require.NoError(t, goleak.Find(before), "Run left goroutines running")
 }

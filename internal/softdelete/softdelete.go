@@ -29,9 +29,15 @@ const (
 // Handler moves a due resource on (usually to Deleting).
 type Handler func(ctx context.Context, r *catalog.Resource) error
 
+// Catalog is the part of the catalog Timers uses.
+type Catalog interface {
+	catalog.Lifecycle
+	catalog.Feed
+}
+
 // Config configures a Timers.
 type Config struct {
-	Store catalog.Store
+	Store Catalog
 	// Handlers by kind. A kind without one is moved to Deleting with the
 	// catalog's default finalizers.
 	Handlers map[string]Handler
@@ -50,6 +56,16 @@ type Timers struct {
 	failed map[string]time.Time // uid → not before
 	// Fired counts handled resources.
 	Fired int
+	hooks testHooks
+}
+
+// testHooks are test signals (see export_test.go); nil in production.
+type testHooks struct {
+	// sleeping is told how long the loop is about to sleep.
+	sleeping func(time.Duration)
+	// wake, when set, replaces the loop's timer: the test decides when
+	// the sleep is over (with the injected clock moved on).
+	wake <-chan time.Time
 }
 
 // New returns Timers.
@@ -103,13 +119,20 @@ func (t *Timers) session(ctx context.Context) error {
 			wait = min(wait, max(next.Sub(t.cfg.Now()), 0))
 		}
 		timer := time.NewTimer(wait)
+		timerC := timer.C
+		if t.hooks.wake != nil {
+			timerC = t.hooks.wake
+		}
+		if t.hooks.sleeping != nil {
+			t.hooks.sleeping(wait)
+		}
 	events:
 		for {
 			select {
 			case <-ctx.Done():
 				timer.Stop()
 				return nil
-			case <-timer.C:
+			case <-timerC:
 				break events
 			case ev, ok := <-sub.Events():
 				if !ok {
@@ -201,8 +224,8 @@ func (t *Timers) handle(ctx context.Context, r *catalog.Resource) error {
 	if h, ok := t.cfg.Handlers[r.Kind]; ok {
 		return h(ctx, r)
 	}
-	_, err := t.cfg.Store.Delete(ctx, r.Key(), catalog.DeleteOptions{
-		Propagation: r.PropagationPolicy, OnlyIfScheduled: true, Actor: "softdelete", Reason: "grace window over",
+	_, err := t.cfg.Store.Delete(catalog.WithActor(ctx, "softdelete"), r.Key(), catalog.DeleteOptions{
+		Propagation: r.PropagationPolicy, OnlyIfScheduled: true, Reason: "grace window over",
 	})
 	if errors.Is(err, catalog.ErrInvalidTransition) {
 		return nil // undeleted (or moved on) since it was listed

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/catalogtest"
 	"github.com/lethehq/lethe/internal/catalog/drivers"
 	"github.com/lethehq/lethe/internal/softdelete"
 )
@@ -34,7 +35,13 @@ func (c *countingStore) DueScheduled(ctx context.Context, t time.Time, n int) ([
 
 func open(t *testing.T) *countingStore {
 	t.Helper()
-	st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond})
+	return openWithClock(t, nil)
+}
+
+// openWithClock opens a SQLite catalog on the clock now (time.Now if nil).
+func openWithClock(t *testing.T, now func() time.Time) *countingStore {
+	t.Helper()
+	st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond, Now: now})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	return &countingStore{Store: st}
@@ -47,37 +54,60 @@ func create(t *testing.T, st catalog.Store, kind, name string) catalog.Key {
 	return r.Key()
 }
 
+// TestDueDeletionsFireAndUndeletedOnesDoNot runs the loop on an injected
+// clock: test signals say when it sleeps and for how long, and the test
+// ends each sleep after moving the clock on. No real waiting.
 func TestDueDeletionsFireAndUndeletedOnesDoNot(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st := open(t)
+	clock := catalogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := openWithClock(t, clock.Now)
 	fired := make(chan string, 10)
-	tm, err := softdelete.New(&softdelete.Config{Store: st, Handlers: map[string]softdelete.Handler{
+	tm, err := softdelete.New(&softdelete.Config{Store: st, Now: clock.Now, Handlers: map[string]softdelete.Handler{
 		"Widget": func(ctx context.Context, r *catalog.Resource) error {
 			fired <- r.Name
-			_, err := st.Delete(ctx, r.Key(), catalog.DeleteOptions{Actor: "test"})
+			_, err := st.Delete(catalog.WithActor(ctx, "test"), r.Key(), catalog.DeleteOptions{})
 			return err
 		},
 	}})
 	require.NoError(t, err)
+	sleeps := make(chan time.Duration, 100)
+	wake := make(chan time.Time)
+	softdelete.SetTestSignals(tm, func(d time.Duration) { sleeps <- d }, wake)
 	done := make(chan error, 1)
 	go func() { done <- tm.Run(ctx) }()
+	// sleepsFor waits until the loop sleeps for exactly d.
+	sleepsFor := func(d time.Duration) {
+		t.Helper()
+		for got := range sleeps {
+			if got == d {
+				return
+			}
+		}
+	}
+	sleepsFor(softdelete.SafetyScanDefault) // nothing scheduled yet
 
 	keep := create(t, st, "Widget", "keep")
 	gone := create(t, st, "Widget", "gone")
-	_, err = st.Schedule(ctx, keep, catalog.ScheduleOptions{Delay: 300 * time.Millisecond, Actor: "t"})
+	_, err = st.Schedule(catalog.WithActor(ctx, "t"), keep, catalog.ScheduleOptions{Delay: 300 * time.Millisecond})
 	require.NoError(t, err)
-	_, err = st.Schedule(ctx, gone, catalog.ScheduleOptions{Delay: 200 * time.Millisecond, Actor: "t"})
+	_, err = st.Schedule(catalog.WithActor(ctx, "t"), gone, catalog.ScheduleOptions{Delay: 200 * time.Millisecond})
 	require.NoError(t, err)
-	_, err = st.Undelete(ctx, keep, "t", "changed my mind")
+	_, err = st.Undelete(catalog.WithActor(ctx, "t"), keep, "changed my mind")
 	require.NoError(t, err)
+	sleepsFor(200 * time.Millisecond) // until gone is due, woken by its schedule
+	require.Empty(t, fired, "nothing fires before its delay")
 
+	clock.Advance(200 * time.Millisecond)
+	wake <- clock.Now()
 	require.Equal(t, "gone", <-fired)
-	select {
-	case name := <-fired:
-		t.Fatalf("undeleted resource fired: %s", name)
-	case <-time.After(400 * time.Millisecond):
-	}
+	sleepsFor(softdelete.SafetyScanDefault) // nothing else is scheduled
+
+	// Past keep's old due time: it was undeleted, so nothing fires.
+	clock.Advance(time.Second)
+	wake <- clock.Now()
+	sleepsFor(softdelete.SafetyScanDefault)
+	require.Empty(t, fired, "an undeleted resource must not fire")
 	r, err := st.Get(ctx, keep)
 	require.NoError(t, err)
 	require.Equal(t, catalog.PhaseActive, r.Phase)
@@ -87,18 +117,20 @@ func TestDueDeletionsFireAndUndeletedOnesDoNot(t *testing.T) {
 
 	cancel()
 	require.NoError(t, <-done)
-	// One look per wake-up (start, two schedules, the due time, the
-	// undelete), not a poll every few milliseconds.
+	// One look per wake-up (start, the schedules, the due time, the
+	// safety scan), not a poll every few milliseconds.
 	require.Less(t, st.due.Load(), int32(12), "the timer loop must not poll")
 }
 
 func TestKindsWithoutAHandlerMoveToDeleting(t *testing.T) {
 	ctx := context.Background()
-	st := open(t)
+	clock := catalogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := openWithClock(t, clock.Now)
 	k := create(t, st, "Widget", "w")
-	_, err := st.Schedule(ctx, k, catalog.ScheduleOptions{Delay: time.Millisecond, Actor: "t"})
+	_, err := st.Schedule(catalog.WithActor(ctx, "t"), k, catalog.ScheduleOptions{Delay: time.Millisecond})
 	require.NoError(t, err)
-	tm, err := softdelete.New(&softdelete.Config{Store: st, Now: func() time.Time { return time.Now().Add(time.Second) }})
+	clock.Advance(time.Second) // one clock for the catalog and the timers
+	tm, err := softdelete.New(&softdelete.Config{Store: st, Now: clock.Now})
 	require.NoError(t, err)
 	_, err = tm.FireDue(ctx)
 	require.NoError(t, err)
@@ -116,11 +148,11 @@ func TestFailingResourcesDoNotStarveTheRest(t *testing.T) {
 	st := open(t)
 	for i := range softdelete.BatchDefault {
 		k := create(t, st, "Widget", fmt.Sprintf("bad-%03d", i))
-		_, err := st.Schedule(ctx, k, catalog.ScheduleOptions{Delay: time.Millisecond, Actor: "t"})
+		_, err := st.Schedule(catalog.WithActor(ctx, "t"), k, catalog.ScheduleOptions{Delay: time.Millisecond})
 		require.NoError(t, err)
 	}
 	good := create(t, st, "Widget", "good")
-	_, err := st.Schedule(ctx, good, catalog.ScheduleOptions{Delay: time.Second, Actor: "t"})
+	_, err := st.Schedule(catalog.WithActor(ctx, "t"), good, catalog.ScheduleOptions{Delay: time.Second})
 	require.NoError(t, err)
 
 	now := time.Now().Add(time.Minute)
@@ -131,7 +163,7 @@ func TestFailingResourcesDoNotStarveTheRest(t *testing.T) {
 			if strings.HasPrefix(r.Name, "bad-") {
 				return errors.New("broken")
 			}
-			_, err := st.Delete(ctx, r.Key(), catalog.DeleteOptions{Actor: "t"})
+			_, err := st.Delete(catalog.WithActor(ctx, "t"), r.Key(), catalog.DeleteOptions{})
 			return err
 		},
 	}})

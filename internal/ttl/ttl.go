@@ -27,9 +27,15 @@ const SafetyScanDefault = 15 * time.Minute
 // Requester requests a backup's deletion (deletion.Deleter in production).
 type Requester func(ctx context.Context, name string) error
 
+// Catalog is the part of the catalog a Controller uses.
+type Catalog interface {
+	catalog.Resources
+	catalog.Feed
+}
+
 // Config configures a Controller.
 type Config struct {
-	Store   catalog.Store
+	Store   Catalog
 	Request Requester
 	Logger  hclog.Logger
 	Now     func() time.Time

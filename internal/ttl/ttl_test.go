@@ -94,7 +94,7 @@ func TestNonActiveBackupsAreNotRequested(t *testing.T) {
 	defer cancel()
 	st := openStore(t)
 	addBackup(t, st, "scheduled", time.Now().Add(-time.Minute))
-	_, err := st.Schedule(ctx, backup.Key("scheduled"), catalog.ScheduleOptions{Delay: time.Hour, Actor: "t"})
+	_, err := st.Schedule(catalog.WithActor(ctx, "t"), backup.Key("scheduled"), catalog.ScheduleOptions{Delay: time.Hour})
 	require.NoError(t, err)
 	addBackup(t, st, "active", time.Now().Add(-time.Minute))
 
@@ -127,7 +127,7 @@ func TestUndeleteOfAnExpiredBackupSticks(t *testing.T) {
 
 	requested := make(chan string, 10)
 	c, err := ttl.New(&ttl.Config{Store: st, Request: func(ctx context.Context, name string) error {
-		_, err := st.Schedule(ctx, backup.Key(name), catalog.ScheduleOptions{Delay: time.Hour, Actor: "ttl"})
+		_, err := st.Schedule(catalog.WithActor(ctx, "ttl"), backup.Key(name), catalog.ScheduleOptions{Delay: time.Hour})
 		requested <- name
 		return err
 	}})
@@ -136,7 +136,7 @@ func TestUndeleteOfAnExpiredBackupSticks(t *testing.T) {
 	go func() { done <- c.Run(ctx) }()
 	require.Equal(t, "old", <-requested)
 
-	_, cleared, err := deletion.Undelete(ctx, st, "old", "cli:carol", time.Now())
+	_, cleared, err := deletion.Undelete(catalog.WithActor(ctx, "cli:carol"), st, "old", time.Now())
 	require.NoError(t, err)
 	require.True(t, cleared)
 	select {

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -52,6 +53,7 @@ type Client struct {
 // servers; on the host side it only builds a Client.
 type grpcPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
+	reg    *registry // nil on the host side
 	info   pluginv1.PluginInfoServiceServer
 	action pluginv1.DeleteItemActionServiceServer
 }
@@ -72,4 +74,19 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *gr
 		Info:   pluginv1.NewPluginInfoServiceClient(c),
 		Action: pluginv1.NewDeleteItemActionServiceClient(c),
 	}, nil
+}
+
+// wait waits up to d for the Execute calls in progress to return.
+func (p *grpcPlugin) wait(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		p.reg.running.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }

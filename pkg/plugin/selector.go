@@ -19,6 +19,9 @@ import (
 //     core group. Globs work ("*.snapshot.storage.k8s.io", "*"). A pattern
 //     without a dot matches that resource name in every group.
 //   - LabelSelector is in Kubernetes syntax: "app=db,tier in (a,b),!legacy".
+//   - Secrets (resource "secrets" of the core group) are least-privilege: a
+//     selector matches them only when IncludedResources names "secrets"
+//     literally. A zero selector, "*" or any other glob never does.
 type ResourceSelector struct {
 	IncludedNamespaces []string
 	ExcludedNamespaces []string
@@ -63,7 +66,12 @@ type Matcher struct {
 	included      []string
 	excluded      []string
 	labels        labels.Selector
+	secrets       bool // IncludedResources names "secrets" literally
 }
+
+// SecretsResource is the group-qualified resource of Secrets (core group),
+// which a selector matches only when it names it literally.
+const SecretsResource = "secrets"
 
 // Compile validates the selector and returns its Matcher.
 func (s ResourceSelector) Compile() (*Matcher, error) {
@@ -96,6 +104,7 @@ func (s ResourceSelector) Compile() (*Matcher, error) {
 	if m.excluded, err = compilePatterns(s.ExcludedResources); err != nil {
 		return nil, err
 	}
+	m.secrets = slices.Contains(m.included, SecretsResource)
 	if slices.Contains(m.included, "*") {
 		m.included = nil
 	}
@@ -126,8 +135,12 @@ func compilePatterns(in []string) ([]string, error) {
 
 // MatchesResource reports whether the namespace and resource filters admit
 // an item, before labels are looked at. The host uses it to decide cheaply
-// which actions may want a (resource, namespace) pair.
+// which actions may want a (resource, namespace) pair. Core-group secrets
+// match only a selector that names "secrets" literally.
 func (m *Matcher) MatchesResource(groupResource, resource, namespace string) bool {
+	if groupResource == SecretsResource && !m.secrets {
+		return false
+	}
 	if namespace == "" {
 		if !m.allNamespaces {
 			return false

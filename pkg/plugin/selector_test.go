@@ -182,3 +182,32 @@ func TestMatcherMatchesResourceAndLabels(t *testing.T) {
 	require.False(t, zero.HasLabelSelector())
 	require.True(t, zero.MatchesLabels(nil))
 }
+
+// TestSecretsOnlyWhenNamed: Secrets reach a plugin only when its selector
+// names "secrets" literally; no wildcard, glob or zero selector does.
+func TestSecretsOnlyWhenNamed(t *testing.T) {
+	secret := plugin.Item{Version: "v1", Resource: "secrets", Kind: "Secret", Namespace: "prod", Name: "db"}
+	otherGroup := plugin.Item{Group: "example.com", Version: "v1", Resource: "secrets", Namespace: "prod", Name: "x"}
+	for _, tc := range []struct {
+		sel  plugin.ResourceSelector
+		want bool
+	}{
+		{plugin.ResourceSelector{}, false},
+		{plugin.ResourceSelector{IncludedResources: []string{"*"}}, false},
+		{plugin.ResourceSelector{IncludedResources: []string{"secret*"}}, false},
+		{plugin.ResourceSelector{IncludedResources: []string{"s*", "pods"}}, false},
+		{plugin.ResourceSelector{ExcludedResources: []string{"pods"}}, false},
+		{plugin.ResourceSelector{IncludedResources: []string{"secrets"}}, true},
+		{plugin.ResourceSelector{IncludedResources: []string{"pods", " Secrets "}}, true},
+		{plugin.ResourceSelector{IncludedResources: []string{"*", "secrets"}}, true},
+		{plugin.ResourceSelector{IncludedResources: []string{"secrets"}, ExcludedResources: []string{"secrets"}}, false},
+	} {
+		m, err := tc.sel.Compile()
+		require.NoError(t, err)
+		require.Equal(t, tc.want, m.Matches(secret, nil), "selector %+v", tc.sel)
+	}
+	// Only the core group's Secrets are held back.
+	m, err := plugin.ResourceSelector{}.Compile()
+	require.NoError(t, err)
+	require.True(t, m.Matches(otherGroup, nil))
+}

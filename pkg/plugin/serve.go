@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
@@ -36,11 +40,26 @@ type Plugin struct {
 	MaxConcurrency int
 }
 
-// Serve serves the plugins to the Lethe host and returns only when the host
-// is done with the process. It is what a plugin binary's main calls. It
-// exits the process with a clear message on stderr when the configuration
-// is invalid (bad or duplicate names, a nil Action), or when the binary is
-// run by hand rather than by the host.
+// ShutdownGrace is how long Serve, once asked to stop, waits for Execute
+// calls in progress (their ctx is cancelled) and then for the plugin's
+// child processes to exit after SIGTERM, before it returns and SIGKILLs
+// what is left.
+const ShutdownGrace = time.Second
+
+// Serve serves the plugins to the Lethe host and returns when the host is
+// done with the process, so that the deferred code of main runs. It is what
+// a plugin binary's main calls. It exits the process with a clear message
+// on stderr when the configuration is invalid (bad, reserved or duplicate
+// names, a bad Version, a nil Action), or when the binary is run by hand
+// rather than by the host.
+//
+// Serve returns when the host shuts the plugin down (go-plugin's Shutdown
+// call, the host's first step), and on SIGTERM, which the host sends after
+// that, and which Linux sends when the host dies, even by SIGKILL. Before
+// it returns, the ctx of every Execute call in progress is cancelled, and
+// every descendant process of the plugin is ended (SIGTERM, then SIGKILL
+// after ShutdownGrace): on Linux the plugin is a child subreaper, so this
+// includes processes that called setsid or were double-forked.
 //
 // Plugin logs go to stderr as JSON through hclog, which the host forwards
 // into its own log under the plugin's name; use Logger(ctx) inside Execute.
@@ -56,15 +75,53 @@ func Serve(plugins ...*Plugin) {
 		fmt.Fprintf(os.Stderr, "lethe plugin: invalid configuration: %v\n", err)
 		os.Exit(1)
 	}
+	becomeSubreaper()
+	stopReaper := make(chan struct{})
+	go reapOrphans(30*time.Second, stopReaper)
+	// A write to a broken stderr (the host is gone) must fail, not kill the
+	// process before it has ended its children.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	var srv atomic.Pointer[grpc.Server]
+	served := make(chan struct{})
+	go func() {
+		select {
+		case <-term:
+		case <-served:
+			return
+		}
+		killDescendants(ShutdownGrace)
+		for range 100 { // the server may not exist yet
+			if s := srv.Load(); s != nil {
+				s.Stop()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		os.Exit(143) // terminated before it could serve
+	}()
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		VersionedPlugins: map[int]goplugin.PluginSet{
 			ProtocolVersion: {PluginSetKey: set},
 		},
-		GRPCServer:  NewGRPCServer,
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			s := NewGRPCServer(opts)
+			srv.Store(s)
+			return s
+		},
 		TLSProvider: serverTLS,
 		Logger:      logger.Named("go-plugin"),
 	})
+	close(served)
+	if s := srv.Load(); s != nil {
+		s.Stop() // after Shutdown, it is stopped already; this cancels every stream
+	}
+	set.wait(ShutdownGrace)
+	killDescendants(ShutdownGrace)
+	close(stopReaper)
+	signal.Stop(term)
 }
 
 // NewGRPCServer builds the gRPC server a plugin serves on, with Lethe's
@@ -104,6 +161,14 @@ func newServers(logger hclog.Logger, plugins []*Plugin) (*grpcPlugin, error) {
 			errs = append(errs, err)
 			continue
 		}
+		if err := CheckReserved(name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := ValidateVersion(p.Version); err != nil {
+			errs = append(errs, fmt.Errorf("plugin %q: %w", name, err))
+			continue
+		}
 		if p.Action == nil {
 			errs = append(errs, fmt.Errorf("plugin %q: Action is nil", name))
 			continue
@@ -133,7 +198,11 @@ func newServers(logger hclog.Logger, plugins []*Plugin) (*grpcPlugin, error) {
 	}
 	slices.Sort(names)
 	reg := &registry{byName: byName, names: names, logger: logger}
+	for _, p := range byName {
+		p.running = &reg.running
+	}
 	return &grpcPlugin{
+		reg:    reg,
 		info:   &infoServer{reg: reg},
 		action: &actionServer{reg: reg},
 	}, nil

@@ -28,6 +28,7 @@ type served struct {
 	action  DeleteItemAction
 	max     int
 	logger  hclog.Logger
+	running *sync.WaitGroup // Execute calls in progress, binary-wide
 }
 
 // registry is the set of plugins a binary serves.
@@ -35,6 +36,9 @@ type registry struct {
 	byName map[string]*served
 	names  []string // sorted
 	logger hclog.Logger
+	// running counts the author's Execute calls in progress, which Serve
+	// waits for, within a bound, before it returns.
+	running sync.WaitGroup
 }
 
 func (r *registry) lookup(name string) (*served, error) {
@@ -73,7 +77,7 @@ func (s *infoServer) ListPlugins(context.Context, *pluginv1.ListPluginsRequest) 
 			Kind:           pluginv1.PluginKind_PLUGIN_KIND_DELETE_ITEM_ACTION,
 			Name:           p.name,
 			Version:        p.version,
-			MaxConcurrency: uint32(p.max),
+			MaxConcurrency: uint32(p.max), //nolint:gosec // Serve refuses a negative MaxConcurrency
 		})
 	}
 	return resp, nil
@@ -316,6 +320,8 @@ func (e *execution) run(ctx context.Context, it *pluginv1.Item) (res *pluginv1.I
 			res = &pluginv1.ItemResult{Id: it.GetId(), Outcome: pluginv1.Outcome_OUTCOME_FAILED, Message: oneLine(fmt.Sprintf("plugin panicked: %v", v))}
 		}
 	}()
+	e.p.running.Add(1)
+	defer e.p.running.Done()
 	in := &DeleteItemActionInput{Item: itemFromProto(it), Backup: e.backup}
 	r := Classify(e.p.action.Execute(ctx, in))
 	res = &pluginv1.ItemResult{Id: it.GetId(), Message: oneLine(r.Message)}

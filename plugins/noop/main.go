@@ -1,7 +1,10 @@
 // Command noop is the lethe.io/noop plugin: it accepts every item and does
 // nothing. The benchmarks use it to measure the host and the protocol alone.
 //
-// It has no configuration. It executes up to 1024 items at once.
+// It has no configuration. It executes up to 1024 items at once. It
+// removes nothing outside Lethe, so it has no need to check that an item
+// belongs to the backup being deleted (see docs/plugin-authoring.md,
+// "Delete only what the backup owns").
 package main
 
 import (

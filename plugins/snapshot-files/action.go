@@ -18,6 +18,9 @@ import (
 const (
 	ResourceDefault = "volumesnapshotcontents.snapshot.storage.k8s.io"
 	FieldDefault    = "status.snapshotHandle"
+	// OwnerLabelDefault is the label that names the backup an item belongs
+	// to; Velero sets it on the VolumeSnapshotContents it creates.
+	OwnerLabelDefault = "velero.io/backup-name"
 	// RetryAfter is when a locked snapshot is worth retrying.
 	RetryAfter = time.Minute
 )
@@ -27,6 +30,7 @@ type action struct {
 	dir      string
 	resource string
 	field    []string
+	owner    string // label naming the item's backup
 }
 
 var _ plugin.DeleteItemAction = (*action)(nil)
@@ -36,6 +40,7 @@ func newAction(getenv func(string) string) *action {
 		dir:      getenv("LETHE_SNAPSHOT_DIR"),
 		resource: cmp.Or(getenv("LETHE_SNAPSHOT_RESOURCE"), ResourceDefault),
 		field:    strings.Split(cmp.Or(getenv("LETHE_SNAPSHOT_FIELD"), FieldDefault), "."),
+		owner:    cmp.Or(getenv("LETHE_SNAPSHOT_OWNER_LABEL"), OwnerLabelDefault),
 	}
 }
 
@@ -50,6 +55,11 @@ func (a *action) Execute(ctx context.Context, in *plugin.DeleteItemActionInput) 
 	obj, err := in.Item.Unstructured()
 	if err != nil {
 		return fmt.Errorf("decode item: %w", err)
+	}
+	// Never delete what another backup owns: a snapshot shared by two
+	// backups is deleted with the backup that created it.
+	if owner, ok := lookup(obj, []string{"metadata", "labels", a.owner}); ok && owner != in.Backup.Name {
+		return plugin.Skipped(fmt.Sprintf("item belongs to backup %q (label %s), not to %q; leaving its snapshot alone", owner, a.owner, in.Backup.Name))
 	}
 	name, ok := lookup(obj, a.field)
 	if !ok || name == "" {

@@ -144,3 +144,29 @@ func TestSnapshotFilesOverGRPC(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, left)
 }
+
+// TestSnapshotFilesLeavesAnotherBackupsSnapshot: an item labelled with
+// another backup's name is skipped, and its snapshot stays.
+func TestSnapshotFilesLeavesAnotherBackupsSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	touch(t, filepath.Join(dir, "theirs"))
+	touch(t, filepath.Join(dir, "ours"))
+	labelled := func(name, handle, backup string) plugin.Item {
+		return plugintest.ItemFromObject(t, "volumesnapshotcontents", map[string]any{
+			"apiVersion": "snapshot.storage.k8s.io/v1",
+			"kind":       "VolumeSnapshotContent",
+			"metadata":   map[string]any{"name": name, "labels": map[string]any{OwnerLabelDefault: backup}},
+			"status":     map[string]any{"snapshotHandle": handle},
+		})
+	}
+	h := &plugintest.Harness{
+		Action: newAction(env(map[string]string{"LETHE_SNAPSHOT_DIR": dir})),
+		Backup: plugin.Backup{Name: "nightly-1"},
+	}
+	got := h.Run(t, labelled("a", "theirs", "nightly-0"), labelled("b", "ours", "nightly-1"))
+	require.Equal(t, plugin.OutcomeSkipped, got[0].Result.Outcome, got[0].Result.Message)
+	require.Contains(t, got[0].Result.Message, `belongs to backup "nightly-0"`)
+	require.FileExists(t, filepath.Join(dir, "theirs"), "another backup's snapshot stays")
+	require.Equal(t, plugin.OutcomeDone, got[1].Result.Outcome, got[1].Result.Message)
+	require.NoFileExists(t, filepath.Join(dir, "ours"))
+}

@@ -238,7 +238,7 @@ func WriteEntries(w io.Writer, entries []Entry, c Compression) error {
 		}
 		if e.Size != 0 && e.Size != int64(len(e.Body)) {
 			// A lying header: stop here, the stream is cut short on purpose.
-			tw.Flush() //nolint:errcheck // the entry is short on purpose
+			tw.Flush() // the entry is short on purpose: its error does not matter
 			return cw.Close()
 		}
 	}
@@ -334,7 +334,7 @@ func AppendJSON(buf []byte, s ItemSpec) []byte {
 		buf = append(buf, '}')
 	}
 	buf = append(buf, `,"uid":"`...)
-	buf = strconv.AppendUint(buf, mix(uint64(len(s.Name))*31+uint64(hashString(s.Key()))), 16)
+	buf = strconv.AppendUint(buf, mix(uint64(len(s.Name))*31+hashString(s.Key())), 16)
 	buf = append(buf, `"}`...)
 	if pad := s.Size - (len(buf) - start) - 12; pad > 0 {
 		buf = append(buf, `,"data":"`...)

@@ -167,7 +167,7 @@ func start(t testing.TB, bin, root, logPath string) (string, error) {
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
 		killGroup(cmd)
-		<-exited
+		<-exited //nolint:errcheck // killed on purpose: Wait reports the kill
 	}
 
 	endpoint := "http://" + addr

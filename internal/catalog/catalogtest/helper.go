@@ -116,7 +116,7 @@ func helperClaim(ctx context.Context, s catalog.Store, in *bufio.Scanner, holder
 	for in.Scan() {
 		if in.Text() == "renew" {
 			for _, w := range mine {
-				if _, err := s.Renew(ctx, w.ID, holder, time.Hour); err != nil {
+				if _, err := s.Renew(ctx, w.Fence(), time.Hour); err != nil {
 					return err
 				}
 			}
@@ -197,12 +197,10 @@ func RunCrossProcessClaims(t *testing.T, tg Target) {
 	require.NoError(t, err)
 	defer s.Close()
 	const n = 150
-	all := make([]string, 0, n)
 	for i := range n {
 		k := fmt.Sprintf("item-%03d", i)
 		_, err := s.Enqueue(ctx, catalog.WorkItem{Queue: claimQueue, Key: k})
 		require.NoError(t, err)
-		all = append(all, k)
 	}
 	holders := []string{"proc-a", "proc-b"}
 	procs := make([]*helperProc, 2)
@@ -345,13 +343,13 @@ func (op scriptOp) do(ctx context.Context, s catalog.Store) error {
 			_, err = s.Update(ctx, r)
 		}
 	case "schedule":
-		_, err = s.Schedule(ctx, k, catalog.ScheduleOptions{Delay: time.Hour, Actor: "helper"})
+		_, err = s.Schedule(catalog.WithActor(ctx, "helper"), k, catalog.ScheduleOptions{Delay: time.Hour})
 	case "undelete":
-		_, err = s.Undelete(ctx, k, "helper", "")
+		_, err = s.Undelete(catalog.WithActor(ctx, "helper"), k, "")
 	case "delete":
-		_, err = s.Delete(ctx, k, catalog.DeleteOptions{Actor: "helper"})
+		_, err = s.Delete(catalog.WithActor(ctx, "helper"), k, catalog.DeleteOptions{})
 	case "purge":
-		err = s.Purge(ctx, k, catalog.PurgeOptions{Actor: "helper"})
+		err = s.Purge(catalog.WithActor(ctx, "helper"), k, catalog.PurgeOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", op.what, op.name, err)

@@ -79,6 +79,8 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("CloseEndsSubscriptions", func(t *testing.T) { testCloseEndsSubscriptions(t, newStore) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, newStore) })
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, newStore) })
+	t.Run("FenceByEpoch", func(t *testing.T) { testFenceByEpoch(t, newStore) })
+	t.Run("FencedResourceWrites", func(t *testing.T) { testFencedResourceWrites(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {
@@ -224,7 +226,7 @@ func testList(t *testing.T, newStore NewStoreFunc) {
 	batch = append(batch, res("Restore", "a", "r1", map[string]string{"tier": "gold"}))
 	_, err := f.s.CreateBatch(f.ctx, batch)
 	require.NoError(t, err)
-	_, err = f.s.Schedule(f.ctx, key("Backup", "a", "bk-01"), catalog.ScheduleOptions{Delay: time.Hour, Actor: "t"})
+	_, err = f.s.Schedule(catalog.WithActor(f.ctx, "t"), key("Backup", "a", "bk-01"), catalog.ScheduleOptions{Delay: time.Hour})
 	require.NoError(t, err)
 
 	names := func(rs []*catalog.Resource) []string {
@@ -293,7 +295,7 @@ func testLifecycle(t *testing.T, newStore NewStoreFunc) {
 	k := r.Key()
 
 	// Active → Scheduled.
-	s, err := f.s.Schedule(f.ctx, k, catalog.ScheduleOptions{Delay: time.Hour, Propagation: catalog.PropagationBackground, Actor: "alice", Reason: "ttl"})
+	s, err := f.s.Schedule(catalog.WithActor(f.ctx, "alice"), k, catalog.ScheduleOptions{Delay: time.Hour, Propagation: catalog.PropagationBackground, Reason: "ttl"})
 	require.NoError(t, err)
 	assert.Equal(t, catalog.PhaseScheduled, s.Phase)
 	require.NotNil(t, s.DeletionDueAt)
@@ -302,20 +304,20 @@ func testLifecycle(t *testing.T, newStore NewStoreFunc) {
 	assert.Greater(t, s.ResourceVersion, r.ResourceVersion)
 
 	// Scheduled → Active.
-	u, err := f.s.Undelete(f.ctx, k, "bob", "oops")
+	u, err := f.s.Undelete(catalog.WithActor(f.ctx, "bob"), k, "oops")
 	require.NoError(t, err)
 	assert.Equal(t, catalog.PhaseActive, u.Phase)
 	assert.Nil(t, u.DeletionDueAt)
 	assert.NotContains(t, u.Annotations, catalog.AnnotationDeletionScheduledAt)
 
 	// Scheduled, not yet due → Deleting needs Force.
-	_, err = f.s.Schedule(f.ctx, k, catalog.ScheduleOptions{Delay: time.Hour, Actor: "alice"})
+	_, err = f.s.Schedule(catalog.WithActor(f.ctx, "alice"), k, catalog.ScheduleOptions{Delay: time.Hour})
 	require.NoError(t, err)
-	_, err = f.s.Delete(f.ctx, k, catalog.DeleteOptions{Actor: "alice"})
+	_, err = f.s.Delete(catalog.WithActor(f.ctx, "alice"), k, catalog.DeleteOptions{})
 	requireTransition(t, err, catalog.PhaseScheduled, catalog.PhaseDeleting)
 	// Once due, no Force is needed.
 	f.clock.Advance(time.Hour)
-	d, err := f.s.Delete(f.ctx, k, catalog.DeleteOptions{Actor: "gc", Finalizers: []string{catalog.FinalizerDeleteActions, catalog.FinalizerCascade, catalog.FinalizerCascade}})
+	d, err := f.s.Delete(catalog.WithActor(f.ctx, "gc"), k, catalog.DeleteOptions{Finalizers: []string{catalog.FinalizerDeleteActions, catalog.FinalizerCascade, catalog.FinalizerCascade}})
 	require.NoError(t, err)
 	assert.Equal(t, catalog.PhaseDeleting, d.Phase)
 	require.NotNil(t, d.DeletionTimestamp)
@@ -325,18 +327,18 @@ func testLifecycle(t *testing.T, newStore NewStoreFunc) {
 	assert.Equal(t, catalog.PropagationForeground, d.PropagationPolicy)
 
 	// Purge waits for the finalizers.
-	err = f.s.Purge(f.ctx, k, catalog.PurgeOptions{Actor: "gc"})
+	err = f.s.Purge(catalog.WithActor(f.ctx, "gc"), k, catalog.PurgeOptions{})
 	requireTransition(t, err, catalog.PhaseDeleting, catalog.PhasePurged)
-	d, err = f.s.RemoveFinalizer(f.ctx, k, catalog.FinalizerCascade, "gc")
+	d, err = f.s.RemoveFinalizer(catalog.WithActor(f.ctx, "gc"), k, catalog.FinalizerCascade)
 	require.NoError(t, err)
 	assert.Equal(t, []string{catalog.FinalizerDeleteActions}, d.Finalizers)
-	again, err := f.s.RemoveFinalizer(f.ctx, k, catalog.FinalizerCascade, "gc")
+	again, err := f.s.RemoveFinalizer(catalog.WithActor(f.ctx, "gc"), k, catalog.FinalizerCascade)
 	require.NoError(t, err, "removing an absent finalizer is a no-op")
 	assert.Equal(t, d.ResourceVersion, again.ResourceVersion)
-	_, err = f.s.RemoveFinalizer(f.ctx, k, catalog.FinalizerDeleteActions, "gc")
+	_, err = f.s.RemoveFinalizer(catalog.WithActor(f.ctx, "gc"), k, catalog.FinalizerDeleteActions)
 	require.NoError(t, err)
 
-	require.NoError(t, f.s.Purge(f.ctx, k, catalog.PurgeOptions{Actor: "gc", Reason: "done", Details: json.RawMessage(`{"plugins":1}`)}))
+	require.NoError(t, f.s.Purge(catalog.WithActor(f.ctx, "gc"), k, catalog.PurgeOptions{Reason: "done", Details: json.RawMessage(`{"plugins":1}`)}))
 	_, err = f.s.Get(f.ctx, k)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 	ts, err := f.s.GetTombstone(f.ctx, k)
@@ -357,7 +359,7 @@ func testLifecycle(t *testing.T, newStore NewStoreFunc) {
 	d2, err := f.s.Delete(f.ctx, r2.Key(), catalog.DeleteOptions{Force: true, Propagation: catalog.PropagationOrphan, Finalizers: []string{"x/y"}})
 	require.NoError(t, err)
 	assert.Equal(t, catalog.PropagationOrphan, d2.PropagationPolicy)
-	require.NoError(t, f.s.Purge(f.ctx, r2.Key(), catalog.PurgeOptions{Force: true, Actor: "op"}))
+	require.NoError(t, f.s.Purge(catalog.WithActor(f.ctx, "op"), r2.Key(), catalog.PurgeOptions{Force: true}))
 	audit, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{UID: r2.UID})
 	require.NoError(t, err)
 	require.NotEmpty(t, audit)
@@ -391,10 +393,10 @@ func testIllegalTransitions(t *testing.T, newStore NewStoreFunc) {
 		do       func() error
 		from, to catalog.Phase
 	}{
-		{"undelete active", func() error { _, err := f.s.Undelete(f.ctx, active, "", ""); return err }, catalog.PhaseActive, catalog.PhaseActive},
+		{"undelete active", func() error { _, err := f.s.Undelete(f.ctx, active, ""); return err }, catalog.PhaseActive, catalog.PhaseActive},
 		{"purge active", func() error { return f.s.Purge(f.ctx, active, catalog.PurgeOptions{}) }, catalog.PhaseActive, catalog.PhasePurged},
 		{"force purge active", func() error { return f.s.Purge(f.ctx, active, catalog.PurgeOptions{Force: true}) }, catalog.PhaseActive, catalog.PhasePurged},
-		{"remove finalizer active", func() error { _, err := f.s.RemoveFinalizer(f.ctx, active, "a/b", ""); return err }, catalog.PhaseActive, catalog.PhaseActive},
+		{"remove finalizer active", func() error { _, err := f.s.RemoveFinalizer(f.ctx, active, "a/b"); return err }, catalog.PhaseActive, catalog.PhaseActive},
 		{"schedule scheduled", func() error {
 			_, err := f.s.Schedule(f.ctx, scheduled, catalog.ScheduleOptions{Delay: time.Minute})
 			return err
@@ -405,7 +407,7 @@ func testIllegalTransitions(t *testing.T, newStore NewStoreFunc) {
 			_, err := f.s.Schedule(f.ctx, deleting, catalog.ScheduleOptions{Delay: time.Minute})
 			return err
 		}, catalog.PhaseDeleting, catalog.PhaseScheduled},
-		{"undelete deleting", func() error { _, err := f.s.Undelete(f.ctx, deleting, "", ""); return err }, catalog.PhaseDeleting, catalog.PhaseActive},
+		{"undelete deleting", func() error { _, err := f.s.Undelete(f.ctx, deleting, ""); return err }, catalog.PhaseDeleting, catalog.PhaseActive},
 		{"delete active only if scheduled", func() error {
 			_, err := f.s.Delete(f.ctx, active, catalog.DeleteOptions{OnlyIfScheduled: true, Force: true})
 			return err
@@ -434,9 +436,9 @@ func testIllegalTransitions(t *testing.T, newStore NewStoreFunc) {
 	missing := key("K", "", "missing")
 	for name, do := range map[string]func() error{
 		"schedule": func() error { _, err := f.s.Schedule(f.ctx, missing, catalog.ScheduleOptions{}); return err },
-		"undelete": func() error { _, err := f.s.Undelete(f.ctx, missing, "", ""); return err },
+		"undelete": func() error { _, err := f.s.Undelete(f.ctx, missing, ""); return err },
 		"delete":   func() error { _, err := f.s.Delete(f.ctx, missing, catalog.DeleteOptions{}); return err },
-		"remove":   func() error { _, err := f.s.RemoveFinalizer(f.ctx, missing, "a", ""); return err },
+		"remove":   func() error { _, err := f.s.RemoveFinalizer(f.ctx, missing, "a"); return err },
 		"purge":    func() error { return f.s.Purge(f.ctx, missing, catalog.PurgeOptions{}) },
 	} {
 		require.ErrorIs(t, do(), catalog.ErrNotFound, name)
@@ -484,7 +486,7 @@ func testDue(t *testing.T, newStore NewStoreFunc) {
 	require.Len(t, due, 1)
 
 	// Undelete and Delete take a resource off the due index.
-	_, err = f.s.Undelete(f.ctx, key("K", "", "r1"), "", "")
+	_, err = f.s.Undelete(f.ctx, key("K", "", "r1"), "")
 	require.NoError(t, err)
 	_, err = f.s.Delete(f.ctx, key("K", "", "r2"), catalog.DeleteOptions{Force: true})
 	require.NoError(t, err)
@@ -627,10 +629,12 @@ func testLeases(t *testing.T, newStore NewStoreFunc) {
 
 	// Renew extends; a stranger cannot renew.
 	f.clock.Advance(30 * time.Second)
-	r, err := f.s.Renew(f.ctx, got[0].ID, "h1", ttl)
+	r, err := f.s.Renew(f.ctx, got[0].Fence(), ttl)
 	require.NoError(t, err)
 	assert.True(t, r.LeaseExpiresAt.Equal(Epoch.Add(30*time.Second+ttl)))
-	_, err = f.s.Renew(f.ctx, got[0].ID, "h2", ttl)
+	stranger := got[0].Fence()
+	stranger.Holder = "h2"
+	_, err = f.s.Renew(f.ctx, stranger, ttl)
 	require.ErrorIs(t, err, catalog.ErrLeaseLost)
 
 	// After expiry the lease is taken over, and the old holder has lost it.
@@ -639,10 +643,10 @@ func testLeases(t *testing.T, newStore NewStoreFunc) {
 	require.NoError(t, err)
 	require.Len(t, taken, 2, "both expired leases are taken over")
 	assert.Equal(t, 2, taken[0].Attempts)
-	_, err = f.s.Renew(f.ctx, got[0].ID, "h1", ttl)
+	_, err = f.s.Renew(f.ctx, got[0].Fence(), ttl)
 	require.ErrorIs(t, err, catalog.ErrLeaseLost)
-	require.ErrorIs(t, f.s.Complete(f.ctx, got[0].ID, "h1"), catalog.ErrLeaseLost)
-	require.ErrorIs(t, f.s.Release(f.ctx, got[0].ID, "h1", time.Time{}, ""), catalog.ErrLeaseLost)
+	require.ErrorIs(t, f.s.Complete(f.ctx, got[0].Fence()), catalog.ErrLeaseLost)
+	require.ErrorIs(t, f.s.Release(f.ctx, got[0].Fence(), time.Time{}, ""), catalog.ErrLeaseLost)
 
 	// ClaimKey takes over an expired lease, ignoring RunAt.
 	later, err := f.s.ClaimKey(f.ctx, q, "later", "h4", ttl)
@@ -651,12 +655,14 @@ func testLeases(t *testing.T, newStore NewStoreFunc) {
 	re, err := f.s.ClaimKey(f.ctx, q, "later", "h4", ttl)
 	require.NoError(t, err, "the holder may re-claim its own item")
 	assert.Equal(t, later.Attempts, re.Attempts)
+	assert.Equal(t, later.Epoch+1, re.Epoch, "a claim by the same holder is a new claim")
+	require.ErrorIs(t, f.s.Complete(f.ctx, later.Fence()), catalog.ErrLeaseLost, "the earlier claim is fenced off")
 
-	require.NoError(t, f.s.Complete(f.ctx, taken[1].ID, "h3"))
-	require.NoError(t, f.s.Complete(f.ctx, later.ID, "h4"))
+	require.NoError(t, f.s.Complete(f.ctx, taken[1].Fence()))
+	require.NoError(t, f.s.Complete(f.ctx, re.Fence()))
 
 	// Release sets the next run and the error; the item waits until then.
-	require.NoError(t, f.s.Release(f.ctx, taken[0].ID, "h3", f.clock.Now().Add(time.Hour), "blocked: locked"))
+	require.NoError(t, f.s.Release(f.ctx, taken[0].Fence(), f.clock.Now().Add(time.Hour), "blocked: locked"))
 	w, err := f.s.GetWork(f.ctx, q, taken[0].Key)
 	require.NoError(t, err)
 	assert.Empty(t, w.Holder)
@@ -672,7 +678,8 @@ func testLeases(t *testing.T, newStore NewStoreFunc) {
 	assert.Equal(t, taken[0].Key, again2[0].Key)
 
 	// Complete removes the item.
-	require.NoError(t, f.s.Complete(f.ctx, again2[0].ID, "h5"))
+	assert.Equal(t, taken[0].Epoch+1, again2[0].Epoch, "every claim increments the epoch")
+	require.NoError(t, f.s.Complete(f.ctx, again2[0].Fence()))
 	_, err = f.s.GetWork(f.ctx, q, again2[0].Key)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 
@@ -857,16 +864,16 @@ func testAudit(t *testing.T, newStore NewStoreFunc) {
 	r := f.create(t, res("Backup", "ns", "b", nil))
 	f.create(t, res("Restore", "ns", "b", nil))
 	f.clock.Advance(time.Minute)
-	_, err := f.s.Schedule(f.ctx, r.Key(), catalog.ScheduleOptions{Delay: time.Hour, Actor: "alice", Reason: "ttl expired"})
+	_, err := f.s.Schedule(catalog.WithActor(f.ctx, "alice"), r.Key(), catalog.ScheduleOptions{Delay: time.Hour, Reason: "ttl expired"})
 	require.NoError(t, err)
-	_, err = f.s.Undelete(f.ctx, r.Key(), "bob", "still needed")
+	_, err = f.s.Undelete(catalog.WithActor(f.ctx, "bob"), r.Key(), "still needed")
 	require.NoError(t, err)
 	f.clock.Advance(time.Minute)
-	_, err = f.s.Delete(f.ctx, r.Key(), catalog.DeleteOptions{Actor: "carol", Finalizers: []string{"a/b"}})
+	_, err = f.s.Delete(catalog.WithActor(f.ctx, "carol"), r.Key(), catalog.DeleteOptions{Finalizers: []string{"a/b"}})
 	require.NoError(t, err)
-	_, err = f.s.RemoveFinalizer(f.ctx, r.Key(), "a/b", "ctrl")
+	_, err = f.s.RemoveFinalizer(catalog.WithActor(f.ctx, "ctrl"), r.Key(), "a/b")
 	require.NoError(t, err)
-	require.NoError(t, f.s.Purge(f.ctx, r.Key(), catalog.PurgeOptions{Actor: "gc", Reason: "finalized"}))
+	require.NoError(t, f.s.Purge(catalog.WithActor(f.ctx, "gc"), r.Key(), catalog.PurgeOptions{Reason: "finalized"}))
 	require.NoError(t, f.s.AppendAudit(f.ctx, catalog.AuditEntry{Actor: "plugin", Action: "plugin-report", Kind: "Backup", Namespace: "ns", Name: "b", UID: r.UID, Details: json.RawMessage(`{"items":3}`)}))
 	require.ErrorIs(t, f.s.AppendAudit(f.ctx, catalog.AuditEntry{Actor: "x"}), catalog.ErrInvalid)
 
@@ -906,9 +913,9 @@ func testCheckpoints(t *testing.T, newStore NewStoreFunc) {
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 	_, err = f.s.Enqueue(f.ctx, catalog.WorkItem{Queue: "deletions", Key: "bk"})
 	require.NoError(t, err)
-	_, err = f.s.ClaimKey(f.ctx, "deletions", "bk", "me", time.Minute)
+	mine, err := f.s.ClaimKey(f.ctx, "deletions", "bk", "me", time.Minute)
 	require.NoError(t, err)
-	fence := &catalog.Fence{Queue: "deletions", Key: "bk", Holder: "me"}
+	fence := mine.Fence()
 
 	cp := catalog.Checkpoint{
 		Fence:    fence,
@@ -1020,4 +1027,102 @@ func RunConcurrentOpen(t *testing.T, open func() (catalog.Store, error)) {
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
 	}
+}
+
+// testFenceByEpoch: two claims by the same holder (two runs inside one
+// process) never both pass the fence. Only the latest claim may write a
+// checkpoint, renew, release or complete.
+func testFenceByEpoch(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	const q = "deletions"
+	_, err := f.s.Enqueue(f.ctx, catalog.WorkItem{Queue: q, Key: "bk"})
+	require.NoError(t, err)
+	first, err := f.s.ClaimKey(f.ctx, q, "bk", "host pid 7", time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, first.Epoch)
+	cp := func(fence *catalog.Fence, wm int64) error {
+		return f.s.SaveCheckpoint(f.ctx, catalog.Checkpoint{Fence: fence, Progress: catalog.DeletionProgress{UID: "bk", Watermark: wm}})
+	}
+	require.NoError(t, cp(first.Fence(), 10))
+
+	// The same holder claims again: a new epoch, and the first claim is
+	// fenced off although its holder name and lease expiry still match.
+	second, err := f.s.ClaimKey(f.ctx, q, "bk", "host pid 7", time.Minute)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, second.Epoch)
+	require.ErrorIs(t, cp(first.Fence(), 20), catalog.ErrLeaseLost)
+	require.NoError(t, cp(second.Fence(), 30))
+	_, err = f.s.Renew(f.ctx, first.Fence(), time.Minute)
+	require.ErrorIs(t, err, catalog.ErrLeaseLost)
+	require.ErrorIs(t, f.s.Release(f.ctx, first.Fence(), time.Time{}, "old run"), catalog.ErrLeaseLost)
+	require.ErrorIs(t, f.s.Complete(f.ctx, first.Fence()), catalog.ErrLeaseLost)
+	w, err := f.s.GetWork(f.ctx, q, "bk")
+	require.NoError(t, err)
+	require.Equal(t, "host pid 7", w.Holder, "the old claim's release changed nothing")
+	require.EqualValues(t, 2, w.Epoch)
+
+	// A fenced write through the context: the same rule.
+	ctx1 := catalog.WithFence(f.ctx, first.Fence())
+	require.ErrorIs(t, f.s.SaveCheckpoint(ctx1, catalog.Checkpoint{Progress: catalog.DeletionProgress{UID: "bk", Watermark: 40}}), catalog.ErrLeaseLost)
+	ctx2 := catalog.WithFence(f.ctx, second.Fence())
+	require.NoError(t, f.s.SaveCheckpoint(ctx2, catalog.Checkpoint{Progress: catalog.DeletionProgress{UID: "bk", Watermark: 40}}))
+	p, _, err := f.s.LoadProgress(f.ctx, "bk")
+	require.NoError(t, err)
+	require.EqualValues(t, 40, p.Watermark)
+
+	// Claim (the daemon's way) also starts a new epoch once the lease is
+	// free again.
+	require.NoError(t, f.s.Release(f.ctx, second.Fence(), time.Time{}, ""))
+	got, err := f.s.Claim(f.ctx, q, "host pid 7", time.Minute, 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.EqualValues(t, 3, got[0].Epoch)
+	require.ErrorIs(t, cp(second.Fence(), 50), catalog.ErrLeaseLost)
+	require.NoError(t, cp(got[0].Fence(), 50))
+
+	// An expired lease fences its own claim too.
+	f.clock.Advance(2 * time.Minute)
+	require.ErrorIs(t, cp(got[0].Fence(), 60), catalog.ErrLeaseLost)
+	_, err = f.s.Renew(f.ctx, got[0].Fence(), time.Minute)
+	require.ErrorIs(t, err, catalog.ErrLeaseLost)
+	require.ErrorIs(t, cp(&catalog.Fence{}, 60), catalog.ErrInvalid)
+}
+
+// testFencedResourceWrites: under a context fence, finalizer removal,
+// updates and the purge fail with ErrLeaseLost, changing nothing, once
+// the claim is not the latest.
+func testFencedResourceWrites(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	r, err := f.s.Create(f.ctx, &catalog.Resource{Kind: "Backup", Name: "b"})
+	require.NoError(t, err)
+	_, err = f.s.Delete(f.ctx, r.Key(), catalog.DeleteOptions{Finalizers: []string{catalog.FinalizerDeleteActions, "x/y"}})
+	require.NoError(t, err)
+	_, err = f.s.Enqueue(f.ctx, catalog.WorkItem{Queue: "deletions", Key: r.UID})
+	require.NoError(t, err)
+	old, err := f.s.ClaimKey(f.ctx, "deletions", r.UID, "me", time.Minute)
+	require.NoError(t, err)
+	oldCtx := catalog.WithFence(f.ctx, old.Fence())
+	_, err = f.s.RemoveFinalizer(catalog.WithActor(oldCtx, "me"), r.Key(), "x/y")
+	require.NoError(t, err, "the live claim passes")
+
+	cur, err := f.s.ClaimKey(f.ctx, "deletions", r.UID, "me", time.Minute)
+	require.NoError(t, err)
+	_, err = f.s.RemoveFinalizer(catalog.WithActor(oldCtx, "me"), r.Key(), catalog.FinalizerDeleteActions)
+	require.ErrorIs(t, err, catalog.ErrLeaseLost)
+	got, err := f.s.Get(f.ctx, r.Key())
+	require.NoError(t, err)
+	require.Equal(t, []string{catalog.FinalizerDeleteActions}, got.Finalizers, "the fenced-off removal changed nothing")
+	got.Labels = map[string]string{"a": "b"}
+	_, err = f.s.Update(oldCtx, got)
+	require.ErrorIs(t, err, catalog.ErrLeaseLost)
+	require.ErrorIs(t, f.s.Purge(catalog.WithActor(oldCtx, "me"), r.Key(), catalog.PurgeOptions{Force: true}), catalog.ErrLeaseLost)
+	_, err = f.s.Get(f.ctx, r.Key())
+	require.NoError(t, err, "the fenced-off purge changed nothing")
+
+	curCtx := catalog.WithFence(f.ctx, cur.Fence())
+	_, err = f.s.RemoveFinalizer(catalog.WithActor(curCtx, "me"), r.Key(), catalog.FinalizerDeleteActions)
+	require.NoError(t, err)
+	require.NoError(t, f.s.Purge(catalog.WithActor(curCtx, "me"), r.Key(), catalog.PurgeOptions{}))
+	_, err = f.s.GetTombstone(f.ctx, r.Key())
+	require.NoError(t, err)
 }

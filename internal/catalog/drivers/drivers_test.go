@@ -65,3 +65,31 @@ func TestOpenErrors(t *testing.T) {
 		assert.NotContains(t, err.Error(), "\n", "one-line error")
 	}
 }
+
+// TestOpenErrorsHideSecrets opens addresses that fail at every step (the
+// scheme, the sqlite path, pgx's parser, the connection) and checks that
+// no error repeats the password, whatever form it takes.
+func TestOpenErrorsHideSecrets(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ url, want string }{
+		{"host=db user=lethe password=S3cr3t", "want sqlite:///path/to.db or postgres://"},
+		{"host=db password=S3cr3t:5432", "want sqlite:///path/to.db or postgres://"},
+		{"lethe:S3cr3t@db/lethe", `unknown scheme "lethe"`},
+		{"mysql://u:S3cr3t@h/db?password=S3cr3t", `unknown scheme "mysql"`},
+		{"sqlite://u:S3cr3t@host/x.db", "absolute path after three slashes"},
+		{"sqlite:///x.db?password=S3cr3t", "takes no query"},
+		{"sqlite://u:S3cr3t%zz@host/x.db", "invalid URL escape"},
+		{"postgres://u:S3cr3t@127.0.0.1:1/db?sslmode=bogus", "bad connection string"},
+		{"postgres://127.0.0.1:1/db?password=S3cr3t&sslmode=bogus", "bad connection string"},
+		{"postgres://127.0.0.1:1/db?PASSWORD=S3cr3t&connect_timeout=soon", "invalid connect_timeout"},
+		{"postgres://u:S3cr3t%zz@127.0.0.1:1/db", "bad connection string"},
+		{"postgres://u:S3cr3t@127.0.0.1:1/db?connect_timeout=1&sslmode=disable", "catalog: postgres"},
+		{"postgres://127.0.0.1:1/db?password=S3cr3t&connect_timeout=1&sslmode=disable", "catalog: postgres"},
+	} {
+		_, err := drivers.Open(ctx, tc.url, nil)
+		require.Error(t, err, tc.url)
+		assert.Contains(t, err.Error(), tc.want, tc.url)
+		assert.NotContains(t, err.Error(), "S3cr3t", tc.url)
+		assert.NotContains(t, err.Error(), "\n", "one-line error")
+	}
+}

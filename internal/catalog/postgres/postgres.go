@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,9 +60,9 @@ func Open(ctx context.Context, url string, cfg *catalog.Config) (catalog.Store, 
 	}
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: postgres: bad url: %s", pgErrorText(err))
+		return nil, parseError(url, err)
 	}
-	pcfg.MaxConns = int32(cfg.MaxConns)
+	pcfg.MaxConns = int32(cfg.MaxConns) //nolint:gosec // Config.Validate keeps it within int32
 	channel := "lethe_changes"
 	if cfg.Schema != "" {
 		if err := createSchema(ctx, pcfg.ConnConfig.Copy(), cfg.Schema); err != nil {
@@ -82,6 +83,11 @@ func Open(ctx context.Context, url string, cfg *catalog.Config) (catalog.Store, 
 	b := &backend{pool: pool, cfg: cfg, channel: channel}
 	if _, err := sqlstore.Migrate(ctx, b, ms, cfg.Now().UnixNano()); err != nil {
 		pool.Close()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
+			return nil, fmt.Errorf("catalog: postgres: the catalog schema needs migrating and this role may not change it (%s): run 'lethe migrate' as the role that owns the catalog (docs/postgres.md)",
+				pgErrorText(err))
+		}
 		return nil, fmt.Errorf("catalog: postgres: %w", b.MapError(err))
 	}
 	return sqlstore.New(b, cfg), nil
@@ -93,6 +99,16 @@ func createSchema(ctx context.Context, cc *pgx.ConnConfig, schema string) error 
 		return fmt.Errorf("catalog: postgres: %s", pgErrorText(err))
 	}
 	defer conn.Close(ctx)
+	// CREATE SCHEMA IF NOT EXISTS needs the CREATE right on the database
+	// even when the schema exists; the runtime role (docs/postgres.md) has
+	// no such right, so look first.
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
+		return fmt.Errorf("catalog: postgres: look up schema %s: %s", schema, pgErrorText(err))
+	}
+	if exists {
+		return nil
+	}
 	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		var pe *pgconn.PgError
 		// Two processes creating the schema at once: one loses the race.
@@ -121,9 +137,10 @@ func (b *backend) Dialect() sqlstore.Dialect {
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 )
-UPDATE work_items w SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = w.attempts + 1
+UPDATE work_items w SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = w.attempts + 1,
+  epoch = w.epoch + 1
 FROM picked WHERE w.id = picked.id
-RETURNING w.id, w.queue, w.key, w.payload, w.run_at, w.holder, w.lease_expires_at, w.attempts, w.last_error, w.created_at`,
+RETURNING w.id, w.queue, w.key, w.payload, w.run_at, w.holder, w.lease_expires_at, w.attempts, w.last_error, w.created_at, w.epoch`,
 		MigrationLock: `SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.lethe_migrations'))`,
 	}
 }
@@ -173,6 +190,23 @@ func (b *backend) MapError(err error) error {
 		return fmt.Errorf("%w (%s)", catalog.ErrConflict, pe.Message)
 	}
 	return fmt.Errorf("catalog: postgres: %s", pgErrorText(err))
+}
+
+// parseError explains a connection string pgx refused. pgx's own text
+// repeats the string with passwords masked on a best-effort basis only, so
+// the string shown is catalog.RedactURL's and pgx's is cut off.
+func parseError(url string, err error) error {
+	text := err.Error()
+	var pce *pgconn.ParseConfigError
+	if errors.As(err, &pce) {
+		// "cannot parse `<string>`: <reason>"
+		if i := strings.LastIndex(text, "`: "); i >= 0 {
+			text = text[i+len("`: "):]
+		} else {
+			text = "pgx cannot parse it"
+		}
+	}
+	return fmt.Errorf("catalog: postgres: bad connection string %q: %s", catalog.RedactURL(url), text)
 }
 
 func pgErrorText(err error) string {

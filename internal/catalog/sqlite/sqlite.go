@@ -8,6 +8,11 @@
 // Durability: synchronous=NORMAL in WAL mode survives a process crash
 // (kill -9) without losing committed transactions; a power loss may lose
 // the last few.
+//
+// The audit log is append-only against Lethe's own code (triggers refuse
+// UPDATE and DELETE), not against the host: SQLite has no roles, and anyone
+// who can write the file can drop the triggers or rewrite the log.
+// docs/postgres.md gives PostgreSQL's least-privilege setup.
 package sqlite
 
 import (
@@ -96,7 +101,8 @@ type backend struct {
 
 func (b *backend) Dialect() sqlstore.Dialect {
 	return sqlstore.Dialect{
-		ClaimSQL: `UPDATE work_items SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = attempts + 1
+		ClaimSQL: `UPDATE work_items SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = attempts + 1,
+  epoch = epoch + 1
 WHERE id IN (SELECT id FROM work_items
              WHERE queue = $3 AND available_at <= $4
              ORDER BY available_at, id LIMIT $5)

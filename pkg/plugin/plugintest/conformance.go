@@ -24,8 +24,9 @@ const CallTimeoutDefault = time.Minute
 
 // ConformanceOptions tune Conformance. The zero value is usable.
 type ConformanceOptions struct {
-	// Env is added to the binary's environment ("KEY=value"), for plugins
-	// configured from it.
+	// Env is what an operator would configure for the plugin ("KEY=value",
+	// lethe --plugin-env). Like the host, Conformance passes the binary
+	// nothing else of the test's environment but plugin.PassedEnv.
 	Env []string
 	// Plugins, when set, are the full names ListPlugins must list, in any
 	// order.
@@ -42,7 +43,7 @@ type ConformanceOptions struct {
 	// GoPluginAutoMTLS starts the binary with go-plugin's AutoMTLS instead
 	// of Lethe's automatic mTLS, as the host does when its
 	// Config.GoPluginAutoMTLS is set (for plugins that do not use the SDK's
-	// Serve and do not read plugin.MTLSEnv).
+	// Serve and do not read plugin.MTLSFDEnv).
 	GoPluginAutoMTLS bool
 	// CallTimeout bounds each call (default CallTimeoutDefault), so that a
 	// hung plugin fails the check rather than hanging the test.

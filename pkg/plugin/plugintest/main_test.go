@@ -37,8 +37,10 @@ func TestMain(m *testing.M) {
 		)
 		os.Exit(0)
 	case "leaves-child":
-		// A child in the plugin's process group that outlives it.
-		if err := exec.Command("sleep", "600").Start(); err != nil {
+		// A process in the plugin's process group that outlives it: it
+		// left the plugin's tree (its parent shell exited) before Serve
+		// made the plugin a subreaper, so the SDK cannot find it.
+		if err := exec.Command("sh", "-c", "sleep 600 </dev/null >/dev/null 2>&1 &").Run(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

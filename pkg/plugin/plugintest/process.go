@@ -36,11 +36,13 @@ type Process struct {
 // Start starts a built plugin binary the way the host does by default:
 // through hashicorp/go-plugin with Lethe's handshake (plugin.Handshake,
 // plugin.VersionedPlugins), gRPC only, with Lethe's automatic mTLS
-// (plugin.NewHostMTLS, plugin.MTLSEnv), in a process group of its own. It
-// dispenses a Conn to it.
-// env entries ("KEY=value") are added to the test process's environment,
-// and win over it. The process is stopped when the test ends; call Stop to
-// check that it shuts down gracefully.
+// (plugin.NewHostMTLS, plugin.MTLSFDEnv), in a process group of its own. It
+// dispenses a Conn to it. Like the host, it passes the plugin a minimal
+// environment: the variables of plugin.PassedEnv from the test process's,
+// then env ("KEY=value", what an operator would configure for the plugin),
+// then the host's own; the mTLS key travels through an inherited pipe
+// (plugin.MTLSFDEnv). The process is stopped when the test ends; call Stop
+// to check that it shuts down gracefully.
 func Start(t testing.TB, binary string, env ...string) *Process {
 	t.Helper()
 	p, err := start(t, binary, env, false)
@@ -59,26 +61,41 @@ func start(t testing.TB, binary string, env []string, goPluginAutoMTLS bool) (*P
 	}
 	cmd := exec.Command(abs)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = append(os.Environ(), env...) // later entries win
+	for _, k := range plugin.PassedEnv() {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...) // later entries win
+	// Like the host: sockets in a short, private folder of their own.
+	sockets, err := os.MkdirTemp("/tmp", "lethe-plugintest-")
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
+	cmd.Env = append(cmd.Env, "PLUGIN_UNIX_SOCKET_DIR="+sockets)
 	var tlsConfig *tls.Config
+	var pm *plugin.PluginMTLS
 	if !goPluginAutoMTLS {
 		m, err := plugin.NewHostMTLS()
 		if err != nil {
 			return nil, fmt.Errorf("mTLS: %w", err)
 		}
-		entry, tc, err := m.ForPlugin()
-		if err != nil {
+		if pm, err = m.ForPlugin(); err != nil {
 			return nil, fmt.Errorf("mTLS: %w", err)
 		}
-		cmd.Env = append(cmd.Env, entry)
-		tlsConfig = tc
+		if err := pm.Attach(cmd); err != nil {
+			return nil, err
+		}
+		defer pm.Close()
+		tlsConfig = pm.Config
 	}
 	logger := testLogger(t).Named("go-plugin")
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  plugin.Handshake,
 		VersionedPlugins: plugin.VersionedPlugins(),
 		Cmd:              cmd,
-		SkipHostEnv:      true, // cmd.Env already has it, with env winning
+		SkipHostEnv:      true, // cmd.Env has what the host would pass
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         goPluginAutoMTLS,
 		TLSConfig:        tlsConfig,
@@ -90,10 +107,19 @@ func start(t testing.TB, binary string, env []string, goPluginAutoMTLS bool) (*P
 	})
 	p := &Process{client: client, cmd: cmd}
 	t.Cleanup(func() { _ = p.Stop() })
-	rpc, err := client.Client()
+	_, err = client.Start()
 	if cmd.Process != nil {
 		p.Pid = cmd.Process.Pid
 	}
+	if err != nil {
+		return p, fmt.Errorf("start and handshake %s: %w", binary, err)
+	}
+	if pm != nil {
+		if err := pm.CheckHandshake(); err != nil {
+			return p, fmt.Errorf("handshake %s: %w", binary, err)
+		}
+	}
+	rpc, err := client.Client()
 	if err != nil {
 		return p, fmt.Errorf("start and handshake %s: %w", binary, err)
 	}
@@ -110,17 +136,20 @@ func start(t testing.TB, binary string, env []string, goPluginAutoMTLS bool) (*P
 	return p, nil
 }
 
-// Stop shuts the plugin down the way the host does (go-plugin's Kill: close
-// the connection, let the plugin exit, SIGKILL it after two seconds), then
-// checks that it exited by itself, and that nothing is left in its process
-// group. Anything left is killed. Stop is idempotent.
+// Stop shuts the plugin down the way the host does (plugin.StopProcess:
+// go-plugin's Shutdown call, SIGKILL of the process if it has not exited
+// two seconds later, then SIGTERM and SIGKILL to what is left of its process
+// group), then checks that it exited by itself, and that nothing was left
+// in its process group. Stop is idempotent.
 func (p *Process) Stop() error {
 	p.stopOnce.Do(func() { p.stopErr = p.stop() })
 	return p.stopErr
 }
 
 func (p *Process) stop() error {
-	p.client.Kill()
+	// The host's first step; instead of its SIGTERM and SIGKILL to the
+	// group, reapGroup below reports what is left, as a conformance failure.
+	plugin.StopProcess(p.client, 0, 0)
 	var errs []error
 	if st := p.cmd.ProcessState; st == nil {
 		if p.Pid != 0 {

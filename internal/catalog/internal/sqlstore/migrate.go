@@ -60,7 +60,25 @@ const MigrationsTable = "lethe_migrations"
 // Migrate applies pending migrations in one transaction. A database whose
 // schema version is newer than the newest migration refuses with
 // catalog.ErrSchemaTooNew.
+//
+// A schema that is already current is only read: no DDL, no lock. A role
+// that may not change the schema (the PostgreSQL runtime role of
+// docs/postgres.md) can therefore open a catalog that the owner role
+// migrated.
 func Migrate(ctx context.Context, b Backend, ms []Migration, now int64) (applied int, err error) {
+	var cur int64
+	err = b.WriteTx(ctx, func(q Querier) error {
+		return q.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM `+MigrationsTable).Scan(&cur)
+	})
+	switch {
+	case err != nil:
+		// No migrations table yet (a new database), or it cannot be read:
+		// the locked path below creates it or reports the error.
+	case cur > int64(len(ms)):
+		return 0, tooNew(cur, len(ms))
+	case cur == int64(len(ms)):
+		return 0, nil
+	}
 	d := b.Dialect()
 	err = b.WriteTx(ctx, func(q Querier) error {
 		if d.MigrationLock != "" {
@@ -74,13 +92,11 @@ func Migrate(ctx context.Context, b Backend, ms []Migration, now int64) (applied
 			applied_at BIGINT NOT NULL)`); err != nil {
 			return err
 		}
-		var cur int64
 		if err := q.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM `+MigrationsTable).Scan(&cur); err != nil {
 			return err
 		}
 		if cur > int64(len(ms)) {
-			return fmt.Errorf("%w: the database is at schema version %d but this binary knows only up to %d; upgrade Lethe (or point it at another database)",
-				catalog.ErrSchemaTooNew, cur, len(ms))
+			return tooNew(cur, len(ms))
 		}
 		for _, m := range ms[cur:] {
 			if _, err := q.Exec(ctx, m.SQL); err != nil {
@@ -95,4 +111,9 @@ func Migrate(ctx context.Context, b Backend, ms []Migration, now int64) (applied
 		return nil
 	})
 	return applied, err
+}
+
+func tooNew(cur int64, known int) error {
+	return fmt.Errorf("%w: the database is at schema version %d but this binary knows only up to %d; upgrade Lethe (or point it at another database)",
+		catalog.ErrSchemaTooNew, cur, known)
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // WorkColumns is the column list ClaimSQL must return, in order.
-const WorkColumns = `id, queue, key, payload, run_at, holder, lease_expires_at, attempts, last_error, created_at`
+const WorkColumns = `id, queue, key, payload, run_at, holder, lease_expires_at, attempts, last_error, created_at, epoch`
 
 func scanWork(r interface{ Scan(...any) error }) (*catalog.WorkItem, error) {
 	var (
@@ -20,7 +20,7 @@ func scanWork(r interface{ Scan(...any) error }) (*catalog.WorkItem, error) {
 		payload                        string
 		runAt, leaseExpires, createdAt int64
 	)
-	if err := r.Scan(&w.ID, &w.Queue, &w.Key, &payload, &runAt, &w.Holder, &leaseExpires, &w.Attempts, &w.LastError, &createdAt); err != nil {
+	if err := r.Scan(&w.ID, &w.Queue, &w.Key, &payload, &runAt, &w.Holder, &leaseExpires, &w.Attempts, &w.LastError, &createdAt, &w.Epoch); err != nil {
 		return nil, err
 	}
 	if payload != "" {
@@ -82,7 +82,7 @@ ON CONFLICT (queue, key) DO NOTHING`, w.Queue, w.Key, string(w.Payload), runAt.U
 
 // Claim implements catalog.Store. Items are taken in the order they
 // became available (their run time, or the expiry of the lease taken
-// over), then by id; a claim increments Attempts.
+// over), then by id; a claim increments Attempts and Epoch.
 func (s *Store) Claim(ctx context.Context, queue, holder string, ttl time.Duration, limit int) ([]*catalog.WorkItem, error) {
 	if holder == "" {
 		return nil, fmt.Errorf("%w: empty lease holder", catalog.ErrInvalid)
@@ -113,7 +113,8 @@ func (s *Store) Claim(ctx context.Context, queue, holder string, ttl time.Durati
 }
 
 // ClaimKey implements catalog.Store. It ignores RunAt (an explicit claim
-// runs the item now). Claiming an item the holder already holds renews it.
+// runs the item now). Claiming an item the holder already holds renews it
+// under a new epoch, which fences off the earlier claim.
 func (s *Store) ClaimKey(ctx context.Context, queue, key, holder string, ttl time.Duration) (*catalog.WorkItem, error) {
 	if holder == "" {
 		return nil, fmt.Errorf("%w: empty lease holder", catalog.ErrInvalid)
@@ -139,16 +140,21 @@ func (s *Store) ClaimKey(ctx context.Context, queue, key, holder string, ttl tim
 		if live {
 			inc = 0
 		}
-		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = attempts + $3
+		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = attempts + $3,
+  epoch = epoch + 1
 WHERE id = $4 RETURNING `+WorkColumns, holder, now.Add(ttl).UnixNano(), inc, cur.ID))
 		return err
 	})
 	return out, s.mapErr(err)
 }
 
-// Renew implements catalog.Store. The lease must still be live.
-func (s *Store) Renew(ctx context.Context, id int64, holder string, ttl time.Duration) (*catalog.WorkItem, error) {
+// Renew implements catalog.Store. The claim must be the latest and its
+// lease still live.
+func (s *Store) Renew(ctx context.Context, f *catalog.Fence, ttl time.Duration) (*catalog.WorkItem, error) {
 	if err := validTTL(ttl); err != nil {
+		return nil, err
+	}
+	if err := validFence(f); err != nil {
 		return nil, err
 	}
 	now := s.clock()
@@ -156,26 +162,30 @@ func (s *Store) Renew(ctx context.Context, id int64, holder string, ttl time.Dur
 	err := s.b.WriteTx(ctx, func(q Querier) error {
 		var err error
 		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET lease_expires_at = $1, available_at = $1
-WHERE id = $2 AND holder = $3 AND lease_expires_at > $4 RETURNING `+WorkColumns, now.Add(ttl).UnixNano(), id, holder, now.UnixNano()))
+WHERE id = $2 AND holder = $3 AND epoch = $4 AND lease_expires_at > $5 RETURNING `+WorkColumns,
+			now.Add(ttl).UnixNano(), f.ID, f.Holder, f.Epoch, now.UnixNano()))
 		if errors.Is(err, ErrNoRows) {
-			return fmt.Errorf("work item %d, holder %s: %w", id, holder, catalog.ErrLeaseLost)
+			return lostErr(f)
 		}
 		return err
 	})
 	return out, s.mapErr(err)
 }
 
-// Release implements catalog.Store. It succeeds while nobody else has
-// taken the item over, even after the lease expired. A zero runAt means now.
-func (s *Store) Release(ctx context.Context, id int64, holder string, runAt time.Time, lastErr string) error {
+// Release implements catalog.Store. It succeeds while nobody has claimed
+// the item again, even after the lease expired. A zero runAt means now.
+func (s *Store) Release(ctx context.Context, f *catalog.Fence, runAt time.Time, lastErr string) error {
+	if err := validFence(f); err != nil {
+		return err
+	}
 	if runAt.IsZero() {
 		runAt = s.clock()
 	}
 	err := s.b.WriteTx(ctx, func(q Querier) error {
 		n, err := q.Exec(ctx, `UPDATE work_items SET holder = '', lease_expires_at = 0, run_at = $1, available_at = $1, last_error = $2
-WHERE id = $3 AND holder = $4`, runAt.UnixNano(), lastErr, id, holder)
+WHERE id = $3 AND holder = $4 AND epoch = $5`, runAt.UnixNano(), lastErr, f.ID, f.Holder, f.Epoch)
 		if err == nil && n == 0 {
-			err = fmt.Errorf("work item %d, holder %s: %w", id, holder, catalog.ErrLeaseLost)
+			err = lostErr(f)
 		}
 		return err
 	})
@@ -183,16 +193,50 @@ WHERE id = $3 AND holder = $4`, runAt.UnixNano(), lastErr, id, holder)
 }
 
 // Complete implements catalog.Store; like Release, it succeeds while
-// nobody else has taken the item over.
-func (s *Store) Complete(ctx context.Context, id int64, holder string) error {
+// nobody has claimed the item again.
+func (s *Store) Complete(ctx context.Context, f *catalog.Fence) error {
+	if err := validFence(f); err != nil {
+		return err
+	}
 	err := s.b.WriteTx(ctx, func(q Querier) error {
-		n, err := q.Exec(ctx, `DELETE FROM work_items WHERE id = $1 AND holder = $2`, id, holder)
+		n, err := q.Exec(ctx, `DELETE FROM work_items WHERE id = $1 AND holder = $2 AND epoch = $3`, f.ID, f.Holder, f.Epoch)
 		if err == nil && n == 0 {
-			err = fmt.Errorf("work item %d, holder %s: %w", id, holder, catalog.ErrLeaseLost)
+			err = lostErr(f)
 		}
 		return err
 	})
 	return s.mapErr(err)
+}
+
+func validFence(f *catalog.Fence) error {
+	if f == nil || f.ID == 0 || f.Holder == "" {
+		return fmt.Errorf("%w: a fence needs the work item's id and holder", catalog.ErrInvalid)
+	}
+	return nil
+}
+
+func lostErr(f *catalog.Fence) error {
+	return fmt.Errorf("work item %d (%s %s), holder %s, epoch %d: %w", f.ID, f.Queue, f.Key, f.Holder, f.Epoch, catalog.ErrLeaseLost)
+}
+
+// checkFence fails with ErrLeaseLost unless the claim f names is the work
+// item's latest and its lease is live at now. It runs inside the write
+// transaction it guards and locks the work item's row against a claim
+// until that transaction ends; a nil f is no fence.
+func (s *Store) checkFence(ctx context.Context, q Querier, f *catalog.Fence, now time.Time) error {
+	if f == nil {
+		return nil
+	}
+	if err := validFence(f); err != nil {
+		return err
+	}
+	var one int
+	err := q.QueryRow(ctx, `SELECT 1 FROM work_items WHERE id = $1 AND holder = $2 AND epoch = $3 AND lease_expires_at > $4`+s.d.ForShare,
+		f.ID, f.Holder, f.Epoch, now.UnixNano()).Scan(&one)
+	if errors.Is(err, ErrNoRows) {
+		return lostErr(f)
+	}
+	return err
 }
 
 // GetWork implements catalog.Store.
@@ -240,17 +284,13 @@ ON CONFLICT (uid, ordinal, plugin) DO UPDATE SET doc = excluded.doc`, Args: []an
 		stmts = append(stmts, Stmt{SQL: `DELETE FROM item_outcomes WHERE uid = $1 AND ordinal = $2 AND plugin = $3`,
 			Args: []any{p.UID, o.Ordinal, o.Plugin}})
 	}
+	fence := c.Fence
+	if fence == nil {
+		fence = catalog.FenceFrom(ctx)
+	}
 	err = s.b.WriteTx(ctx, func(q Querier) error {
-		if f := c.Fence; f != nil {
-			var one int
-			err := q.QueryRow(ctx, `SELECT 1 FROM work_items WHERE queue = $1 AND key = $2 AND holder = $3 AND lease_expires_at > $4`+s.d.ForShare,
-				f.Queue, f.Key, f.Holder, now.UnixNano()).Scan(&one)
-			if errors.Is(err, ErrNoRows) {
-				return fmt.Errorf("checkpoint of %s: %s no longer holds %s %s: %w", p.UID, f.Holder, f.Queue, f.Key, catalog.ErrLeaseLost)
-			}
-			if err != nil {
-				return err
-			}
+		if err := s.checkFence(ctx, q, fence, now); err != nil {
+			return fmt.Errorf("checkpoint of %s: %w", p.UID, err)
 		}
 		return q.ExecBatch(ctx, stmts)
 	})

@@ -9,7 +9,8 @@
 //
 // With LETHE_RECORD_CONTROL_DIR=<dir>, a-first fails an item while
 // <dir>/<name>.fail exists, and returns Blocked while <dir>/<name>.lock
-// exists; b-second fails an item while <dir>/<name>.fail-b exists. Files,
+// exists (retry after the duration the file holds, one minute if none);
+// b-second fails an item while <dir>/<name>.fail-b exists. Files,
 // not environment variables, so a test can change them while
 // the plugin process runs.
 package main
@@ -19,6 +20,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,8 +54,16 @@ func (r *recorder) Execute(_ context.Context, in *plugin.DeleteItemActionInput) 
 			if _, err := os.Stat(filepath.Join(d, it.Name+".fail")); err == nil {
 				return errors.New("injected failure for " + it.Name)
 			}
-			if _, err := os.Stat(filepath.Join(d, it.Name+".lock")); err == nil {
-				return plugin.Blocked(time.Minute, it.Name+" is locked")
+			if b, err := os.ReadFile(filepath.Join(d, it.Name+".lock")); err == nil {
+				// The lock file may hold the retryAfter to ask for.
+				after, perr := time.ParseDuration(strings.TrimSpace(string(b)))
+				if perr != nil {
+					after = time.Minute
+				}
+				// The error itself, not plugin.Blocked (which turns a
+				// negative value into zero): as any plugin, in any
+				// language, may send.
+				return &plugin.BlockedError{RetryAfter: after, Reason: it.Name + " is locked"}
 			}
 		}
 	}

@@ -10,21 +10,40 @@
 //   - "wait-ctx": waits for ctx and returns its error.
 //   - "spawn": starts a grandchild "sleep 300", writes its pid to
 //     -state/grandchild.pid, and succeeds.
+//   - "spawn-setsid": the same in a session of its own, pid in
+//     -state/setsid.pid.
+//   - "spawn-orphan": a shell that starts "sleep 300" in the background and
+//     exits, so the sleep loses its parent; its pid in -state/orphan.pid.
 //   - "log": logs a warning.
 //   - "blocked", "skip", "fail": the matching outcome.
 //   - anything else: done.
+//
+// -tls misbehaves in the handshake: "own" serves TLS with a certificate of
+// its own instead of the one the host sent; "line" reads the host's TLS
+// material, then answers with go-plugin's AutoMTLS, which puts a
+// certificate of its own in the handshake line's sixth field.
 package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -36,14 +55,25 @@ import (
 var stderr = os.Stderr
 
 func main() {
-	names := flag.String("names", "lethe.io/test", "comma-separated plugin names")
+	names := flag.String("names", "example.com/"+filepath.Base(os.Args[0]), "comma-separated plugin names (default: example.com/ and the file name it runs as)")
 	state := flag.String("state", os.TempDir(), "state directory")
 	resources := flag.String("resources", "", "comma-separated included resources")
 	protocol := flag.Int("protocol", plugin.ProtocolVersion, "protocol version to speak")
 	longLine := flag.Int("long-stderr", 0, "write a line of this many bytes to stderr at start")
 	refuseIf := flag.String("refuse-start-if", "", "exit at start, with a line on stderr, while this file exists")
 	touch := flag.String("touch", "", "create this file at start (proves the binary ran)")
+	tlsMode := flag.String("tls", "", `misbehave in the TLS handshake: "own" or "line"`)
+	raw := flag.String("raw", "", "serve these comma-separated names without the SDK's checks, and without TLS")
+	version := flag.String("version", "v0.0.1-test", "version to report")
+	onExit := flag.String("on-exit", "", "create this file once Serve returns (proves deferred code runs)")
 	flag.Parse()
+	if *onExit != "" {
+		defer func() { _ = os.WriteFile(*onExit, nil, 0o644) }()
+	}
+	if *raw != "" {
+		serveRaw(*raw, *version)
+		return
+	}
 
 	if *touch != "" {
 		_ = os.WriteFile(*touch, nil, 0o644)
@@ -64,11 +94,28 @@ func main() {
 	}
 	var ps []*plugin.Plugin
 	for _, n := range strings.Split(*names, ",") {
-		ps = append(ps, &plugin.Plugin{Name: n, Version: "v0.0.1-test", Action: &action{state: *state, sel: sel}, MaxConcurrency: 4})
+		ps = append(ps, &plugin.Plugin{Name: n, Version: *version, Action: &action{state: *state, sel: sel}, MaxConcurrency: 4})
 	}
-	if *protocol == plugin.ProtocolVersion {
+	if *protocol == plugin.ProtocolVersion && *tlsMode == "" {
 		plugin.Serve(ps...)
 		return
+	}
+	var tlsProvider func() (*tls.Config, error)
+	switch *tlsMode {
+	case "own":
+		tlsProvider = ownTLS
+	case "line":
+		clientCert := ""
+		if os.Getenv(plugin.MTLSFDEnv) != "" {
+			clientCert = readHostBundle()["client_cert"]
+		} else { // mTLS is off: any certificate makes go-plugin send one back
+			cfg, err := ownTLS()
+			if err != nil {
+				panic(err)
+			}
+			clientCert = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cfg.Certificates[0].Certificate[0]}))
+		}
+		_ = os.Setenv("PLUGIN_CLIENT_CERT", clientCert)
 	}
 	p, err := plugin.GRPCPlugin(nil, ps...)
 	if err != nil {
@@ -80,7 +127,49 @@ func main() {
 		HandshakeConfig:  hs,
 		VersionedPlugins: map[int]goplugin.PluginSet{*protocol: {plugin.PluginSetKey: p}},
 		GRPCServer:       plugin.NewGRPCServer,
+		TLSProvider:      tlsProvider,
 	})
+}
+
+// readHostBundle reads the TLS material the host sent, as the SDK does.
+func readHostBundle() map[string]string {
+	fd, err := strconv.Atoi(os.Getenv(plugin.MTLSFDEnv))
+	if err != nil {
+		panic(err)
+	}
+	_ = os.Unsetenv(plugin.MTLSFDEnv)
+	f := os.NewFile(uintptr(fd), "mtls")
+	defer f.Close()
+	var b map[string]string
+	if err := json.NewDecoder(f).Decode(&b); err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// ownTLS serves with a fresh certificate of its own, trusting any client.
+func ownTLS() (*tls.Config, error) {
+	if os.Getenv(plugin.MTLSFDEnv) != "" {
+		_ = readHostBundle()
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		ClientAuth:   tls.RequireAnyClientCert,
+		MinVersion:   tls.VersionTLS13,
+	}, nil
 }
 
 type action struct {
@@ -116,6 +205,17 @@ func (a *action) Execute(ctx context.Context, in *plugin.DeleteItemActionInput) 
 			return err
 		}
 		return os.WriteFile(filepath.Join(a.state, "grandchild.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	case "spawn-setsid":
+		cmd := exec.Command("sleep", "300")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(a.state, "setsid.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	case "spawn-orphan":
+		pidFile := filepath.Join(a.state, "orphan.pid")
+		cmd := exec.Command("sh", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > "$1"`, "sh", pidFile)
+		return cmd.Run()
 	case "log":
 		plugin.Logger(ctx).Warn("hello from the plugin", "item", in.Item.Name)
 	case "blocked":

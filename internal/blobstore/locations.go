@@ -1,0 +1,171 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// ErrUnavailable is returned by Locations.Open for a location that cannot
+// be opened or reached from here: a file:// folder that is gone, an s3://
+// bucket without credentials or that does not answer.
+var ErrUnavailable = errors.New("storage location unavailable")
+
+// UnavailableError names a location that cannot be used, and why. It
+// carries no credentials. errors.Is(err, ErrUnavailable) holds.
+type UnavailableError struct {
+	Location string
+	Cause    string
+}
+
+func (e *UnavailableError) Error() string {
+	return "storage location " + e.Location + " is unavailable: " + e.Cause
+}
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Location returns rawURL in the form Store.URL gives: no user info, a
+// clean path, the query sorted. Two URLs of the same location compare
+// equal whatever credentials or spelling they were written with. It never
+// returns a password, not even in its error.
+func Location(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return "", fmt.Errorf("blobstore: invalid storage URL: %w", err)
+	}
+	// Each form is built afresh from the parts that name the place, so
+	// user info never makes it through.
+	switch u.Scheme {
+	case "file":
+		if u.Path == "" {
+			return "", fmt.Errorf("blobstore: file URL %q needs an absolute directory", u.String())
+		}
+		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Clean(u.Path))}).String(), nil
+	case "s3":
+		c := url.URL{Scheme: "s3", Host: u.Host, RawQuery: u.Query().Encode()}
+		if p := path.Clean("/" + u.Path); p != "/" {
+			c.Path = p
+		}
+		return c.String(), nil
+	}
+	return "", fmt.Errorf("blobstore: unsupported storage URL scheme %q; want file:// or s3://", u.Scheme)
+}
+
+// Locations opens backup storage locations by URL: the configured one
+// (Default) and, on demand, the others that backups were registered in.
+// Each is opened once; Close closes those it opened, not Default. Safe for
+// concurrent use.
+type Locations struct {
+	def    Store
+	defLoc string
+	cfg    Config
+
+	mu   sync.Mutex
+	open map[string]Store
+}
+
+// NewLocations returns Locations around the configured store def. cfg
+// (nil: the zero Config) applies to the other locations; it must not carry
+// another location's static credentials: those come from the environment
+// (AWS_ACCESS_KEY_ID, shared config files, ...).
+func NewLocations(def Store, cfg *Config) *Locations {
+	l := &Locations{def: def, open: map[string]Store{}}
+	if cfg != nil {
+		l.cfg = *cfg
+	}
+	if loc, err := Location(def.URL()); err == nil {
+		l.defLoc = loc
+	}
+	return l
+}
+
+// Default is the configured store.
+func (l *Locations) Default() Store { return l.def }
+
+// Open returns the store at location: Default when location is empty or
+// names the same place. Another location is opened with the credentials
+// of the environment, and must exist (a file:// folder) or answer (an
+// s3:// bucket); otherwise the error wraps ErrUnavailable and names the
+// location, without credentials.
+func (l *Locations) Open(ctx context.Context, location string) (Store, error) {
+	if location == "" {
+		return l.def, nil
+	}
+	loc, err := Location(location)
+	if err != nil {
+		return nil, &UnavailableError{Location: "(invalid URL)", Cause: strings.TrimPrefix(err.Error(), "blobstore: ")}
+	}
+	if loc == l.defLoc {
+		return l.def, nil
+	}
+	if u, err := url.Parse(loc); err == nil && u.Scheme == "file" {
+		// Opening a file:// store creates its folder; a recorded one that
+		// is gone must not come back empty, even if it was open before.
+		if fi, err := os.Stat(filepath.FromSlash(u.Path)); err != nil || !fi.IsDir() {
+			return nil, &UnavailableError{Location: loc, Cause: "the folder does not exist"}
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s, ok := l.open[loc]; ok {
+		return s, nil
+	}
+	s, err := OpenConfig(ctx, loc, &l.cfg)
+	if err != nil {
+		return nil, &UnavailableError{Location: loc, Cause: oneLine(err)}
+	}
+	if st, ok := s.(*store); ok && st.kind == kindS3 {
+		if ok, err := st.bucket.IsAccessible(ctx); err != nil || !ok {
+			_ = s.Close()
+			cause := "the bucket does not exist"
+			switch {
+			case err != nil && strings.Contains(err.Error(), "credentials"):
+				cause = "no credentials for it: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment"
+			case err != nil:
+				cause = oneLine(err)
+			}
+			return nil, &UnavailableError{Location: loc, Cause: cause}
+		}
+	}
+	l.open[loc] = s
+	return s, nil
+}
+
+// Close closes the locations Open opened (not Default).
+func (l *Locations) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for k, s := range l.open {
+		errs = append(errs, s.Close())
+		delete(l.open, k)
+	}
+	return errors.Join(errs...)
+}
+
+// oneLine keeps the first line of an error, short: the AWS SDK's errors
+// run over several lines and repeat the request.
+func oneLine(err error) string {
+	s := strings.TrimPrefix(err.Error(), "blobstore: ")
+	for i, r := range s {
+		if r == '\n' {
+			s = s[:i]
+			break
+		}
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}

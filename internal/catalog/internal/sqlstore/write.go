@@ -1,0 +1,121 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/lethehq/lethe/internal/catalog"
+)
+
+// The write path every resource write shares: the version counter, the
+// change and audit rows, the row rewrite, and mutate.
+
+// nextVersions reserves n consecutive resourceVersions and returns the
+// first. It must be the first statement of a resource-writing transaction:
+// on PostgreSQL the counter row's lock, held to commit, serializes every
+// resource writer, so a version is never committed after a higher one and a
+// subscriber resuming from N never misses a change (the same guarantee as
+// taking a transaction-level advisory lock, with the counter in the same
+// row). On SQLite the write transaction is already exclusive.
+func nextVersions(ctx context.Context, q Querier, n int) (int64, error) {
+	var last int64
+	if err := q.QueryRow(ctx, `UPDATE lethe_version SET value = value + $1 WHERE id = 1 RETURNING value`, n).Scan(&last); err != nil {
+		return 0, err
+	}
+	return last - int64(n) + 1, nil
+}
+
+func changeStmt(typ catalog.EventType, version int64, r *catalog.Resource, doc string) Stmt {
+	return Stmt{SQL: `INSERT INTO changes (version, type, kind, doc) VALUES ($1, $2, $3, $4)`,
+		Args: []any{version, string(typ), r.Kind, doc}}
+}
+
+var (
+	auditCols   = []string{"ts", "actor", "action", "kind", "namespace", "name", "uid", "from_phase", "to_phase", "reason", "details"}
+	auditInsert = InsertSQL("audit", auditCols)
+)
+
+func auditStmt(e catalog.AuditEntry) Stmt {
+	return Stmt{SQL: auditInsert, Args: []any{nanos(e.Time), e.Actor, e.Action, e.Kind, e.Namespace, e.Name, e.UID,
+		string(e.FromPhase), string(e.ToPhase), e.Reason, string(e.Details)}}
+}
+
+// rowStmt rewrites r's row; doc is its encoding.
+func rowStmt(r *catalog.Resource, doc string) Stmt {
+	var due any
+	if r.Phase == catalog.PhaseScheduled && r.DeletionDueAt != nil {
+		due = r.DeletionDueAt.UnixNano()
+	}
+	return Stmt{SQL: `UPDATE resources SET phase = $2, due_at = $3, resource_version = $4, doc = $5 WHERE uid = $1`,
+		Args: []any{r.UID, string(r.Phase), due, r.ResourceVersion, doc}}
+}
+
+// errNoop rolls back a mutation that turned out to change nothing.
+var errNoop = errors.New("no-op")
+
+// mutation is one resource write. apply returns the new state, or errNoop.
+type mutation struct {
+	key          catalog.Key
+	action       string
+	actor        string
+	reason       string
+	details      json.RawMessage
+	rewriteEdges bool
+	apply        func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error)
+}
+
+// mutate runs m in a write transaction: it reserves a version, loads the
+// row, applies m, and writes the row, the UPDATED change and the audit
+// entry together.
+func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, error) {
+	now := s.clock()
+	var out, cur *catalog.Resource
+	err := s.b.WriteTx(ctx, func(q Querier) error {
+		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
+			return err
+		}
+		ver, err := nextVersions(ctx, q, 1)
+		if err != nil {
+			return err
+		}
+		cur, err = s.getOne(ctx, q, m.key.String(), resourceByKey+s.d.ForUpdate, m.key.Kind, m.key.Namespace, m.key.Name)
+		if err != nil {
+			return err
+		}
+		next, err := m.apply(clone(cur), now)
+		if err != nil {
+			return err
+		}
+		next.ResourceVersion = ver
+		next.UpdatedAt = now
+		doc, err := encode(next)
+		if err != nil {
+			return err
+		}
+		ch := changeStmt(catalog.EventUpdated, ver, next, doc)
+		stmts := []Stmt{rowStmt(next, doc)}
+		if m.rewriteEdges {
+			stmts = append(stmts,
+				Stmt{SQL: `DELETE FROM owner_edges WHERE dependent_uid = $1`, Args: []any{next.UID}},
+				Stmt{SQL: `DELETE FROM reference_edges WHERE referrer_uid = $1`, Args: []any{next.UID}})
+			stmts = append(stmts, edgeStmts(next)...)
+		}
+		stmts = append(stmts, ch, auditStmt(catalog.AuditEntry{Time: now, Actor: m.actor, Action: m.action,
+			Kind: next.Kind, Namespace: next.Namespace, Name: next.Name, UID: next.UID,
+			FromPhase: cur.Phase, ToPhase: next.Phase, Reason: m.reason, Details: m.details}))
+		if err := q.ExecBatch(ctx, stmts); err != nil {
+			return err
+		}
+		out = next
+		return s.b.Notify(ctx, q, ver)
+	})
+	if errors.Is(err, errNoop) {
+		return cur, nil
+	}
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	return out, nil
+}

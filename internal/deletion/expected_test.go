@@ -1,0 +1,330 @@
+package deletion_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/archive/archivetest"
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/registry"
+	"github.com/lethehq/lethe/pkg/plugin"
+)
+
+// deleterWith is a second Deleter on the same catalog and storage, whose
+// plugin folder holds only bins: the same backups, other plugins.
+func (e *env) deleterWith(bins ...string) *deletion.Deleter {
+	e.t.Helper()
+	return e.deleterOn(func(h *pluginhost.Host) deletion.Plugins { return deletion.HostPlugins(h) }, bins...)
+}
+
+func (e *env) deleterOn(wrap func(*pluginhost.Host) deletion.Plugins, bins ...string) *deletion.Deleter {
+	e.t.Helper()
+	dir := e.t.TempDir()
+	for _, b := range bins {
+		require.NoError(e.t, os.Link(b, filepath.Join(dir, filepath.Base(b))))
+	}
+	h, err := pluginhost.New(&pluginhost.Config{Dir: dir, PluginEnv: e.envFor(bins)})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = h.Close() })
+	d, err := deletion.New(&deletion.Config{Store: e.store, Blobs: e.blobs, Plugins: wrap(h), Now: e.clock, Holder: "other " + dir})
+	require.NoError(e.t, err)
+	return d
+}
+
+// envFor is the configured plugin environment of the binaries among bins
+// (configuring one that is not installed is an error).
+func (e *env) envFor(bins []string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, b := range bins {
+		if v, ok := e.pluginEnv[filepath.Base(b)]; ok {
+			out[filepath.Base(b)] = v
+		}
+	}
+	return out
+}
+
+// registryWith is a registry on the same catalog and storage whose
+// plugin folder holds only bins.
+func registryWith(t *testing.T, e *env, bins ...string) *registry.Registry {
+	t.Helper()
+	dir := t.TempDir()
+	for _, b := range bins {
+		require.NoError(t, os.Link(b, filepath.Join(dir, filepath.Base(b))))
+	}
+	h, err := pluginhost.New(&pluginhost.Config{Dir: dir, PluginEnv: e.envFor(bins)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	reg, err := registry.New(&registry.Config{Store: e.store, Blobs: e.blobs, Plugins: h, Now: e.clock})
+	require.NoError(t, err)
+	return reg
+}
+
+// snapshot is what a refused deletion must leave unchanged.
+type snapshot struct {
+	version int64
+	phase   catalog.Phase
+	audit   int
+}
+
+func (e *env) snapshot(name string) snapshot {
+	e.t.Helper()
+	r, err := e.store.Get(e.ctx, backup.Key(name))
+	require.NoError(e.t, err)
+	entries, err := e.store.ListAudit(e.ctx, catalog.AuditFilter{Kind: backup.Kind, Name: name})
+	require.NoError(e.t, err)
+	return snapshot{version: r.ResourceVersion, phase: r.Phase, audit: len(entries)}
+}
+
+func (e *env) lastAudit(name string) catalog.AuditEntry {
+	e.t.Helper()
+	entries, err := e.store.ListAudit(e.ctx, catalog.AuditFilter{Kind: backup.Kind, Name: name})
+	require.NoError(e.t, err)
+	require.NotEmpty(e.t, entries)
+	return entries[len(entries)-1]
+}
+
+// TestDeleteRefusesWhenAnExpectedPluginIsMissing is issue 8.1: a backup
+// registered with the recorder installed cannot be deleted where it is
+// not: one error naming the plugins, and nothing changes (no phase, no
+// audit, no work item, no plugin call).
+func TestDeleteRefusesWhenAnExpectedPluginIsMissing(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("b", items(30), archivetest.Options{}, nil)
+	other := e.deleterWith(noopBin)
+	before := e.snapshot("b")
+
+	_, err := other.Delete(e.ctx, "b", deletion.Options{Force: true})
+	var me *deletion.MissingPluginsError
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, []string{pluginA, pluginB, pluginC}, me.Plugins())
+	require.Contains(t, err.Error(), pluginC+" (10 items)")
+	require.NotContains(t, err.Error(), "\n")
+	require.Equal(t, before, e.snapshot("b"))
+	work, err := e.store.Claim(e.ctx, deletion.Queue, "probe", time.Minute, 10)
+	require.NoError(t, err)
+	require.Empty(t, work, "no work item queued")
+
+	plan, err := other.Plan(e.ctx, "b", deletion.Options{})
+	require.NoError(t, err)
+	require.Contains(t, plan.Rejected, "expected plugins not installed")
+
+	// A deletion already running (requested for the daemon) is refused
+	// the same way by Run.
+	rep, err := other.Delete(e.ctx, "b", deletion.Options{Async: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultQueued, rep.Result)
+	before = e.snapshot("b")
+	_, err = other.Run(e.ctx, "b", deletion.Options{})
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, before, e.snapshot("b"))
+	require.Empty(t, e.lines(), "no plugin ran")
+
+	// Where the plugins are installed, it runs.
+	rep, err = e.del.Delete(e.ctx, "b", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+}
+
+// TestRunWorkRefusalSetsPluginMissing: the daemon's path keeps the
+// backup, records the condition naming the plugins, releases the work
+// item for a later look, and runs it once the plugins are there.
+func TestRunWorkRefusalSetsPluginMissing(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("b", items(9), archivetest.Options{}, nil)
+	other := e.deleterWith(noopBin)
+	_, err := other.Delete(e.ctx, "b", deletion.Options{Async: true})
+	require.NoError(t, err)
+
+	work, err := e.store.Claim(e.ctx, deletion.Queue, other.Holder(), time.Minute, 1)
+	require.NoError(t, err)
+	require.Len(t, work, 1)
+	_, err = other.RunWork(e.ctx, work[0], deletion.Options{})
+	var me *deletion.MissingPluginsError
+	require.ErrorAs(t, err, &me)
+	r, err := e.store.Get(e.ctx, backup.Key("b"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseDeleting, r.Phase)
+	msg, ok := deletion.PluginMissing(r)
+	require.True(t, ok, "%+v", r.Conditions)
+	require.Contains(t, msg, pluginA)
+	require.Empty(t, e.lines())
+
+	// Where the plugins are, a run clears the condition, even one that
+	// ends incomplete.
+	fail := filepath.Join(e.blockDir, "item-0.fail")
+	require.NoError(t, os.WriteFile(fail, nil, 0o600))
+	rep, err := e.del.Run(e.ctx, "b", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result)
+	r, err = e.store.Get(e.ctx, backup.Key("b"))
+	require.NoError(t, err)
+	_, ok = deletion.PluginMissing(r)
+	require.False(t, ok, "%+v", r.Conditions)
+	require.NoError(t, os.Remove(fail))
+	// The refusal above released the work item for later; the run
+	// released it again. Nothing to claim now, and again after the
+	// retry time.
+	work, err = e.store.Claim(e.ctx, deletion.Queue, e.del.Holder(), time.Minute, 1)
+	require.NoError(t, err)
+	require.Empty(t, work)
+	e.now = e.now.Add(2 * time.Minute) // past the claim's lease
+	work, err = e.store.Claim(e.ctx, deletion.Queue, e.del.Holder(), time.Minute, 1)
+	require.NoError(t, err)
+	require.Empty(t, work, "released until PluginMissingRetry")
+	e.now = e.now.Add(deletion.PluginMissingRetry)
+	work, err = e.store.Claim(e.ctx, deletion.Queue, e.del.Holder(), time.Minute, 1)
+	require.NoError(t, err)
+	require.Len(t, work, 1)
+	rep, err = e.del.RunWork(e.ctx, work[0], deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	e.requirePurged("b")
+}
+
+// TestSkipPluginNeedsAbandonAndIsAudited: a plugin gone for good is
+// skipped only with the abandon path, and the audit records the items it
+// would have received.
+func TestSkipPluginNeedsAbandonAndIsAudited(t *testing.T) {
+	e := newEnv(t)
+	// Register with noop installed too, through a registry that sees both.
+	e.pe.Registry = registryWith(t, e, recorderBin, noopBin)
+	e.addBackup("b", items(12), archivetest.Options{}, nil)
+	const noop = "lethe.io/noop"
+	before := e.snapshot("b")
+
+	for _, c := range []struct {
+		opts deletion.Options
+		want string
+	}{
+		{deletion.Options{SkipPlugins: []string{"noop"}}, "needs --abandon"},
+		{deletion.Options{SkipPlugins: []string{pluginA}, ForcePurge: true}, "is installed"},
+		{deletion.Options{SkipPlugins: []string{"example.com/other"}, ForcePurge: true}, "does not expect"},
+	} {
+		_, err := e.del.Delete(e.ctx, "b", c.opts)
+		var se *deletion.SkipPluginError
+		require.ErrorAs(t, err, &se, "%+v", c.opts)
+		require.Contains(t, err.Error(), c.want)
+		require.Equal(t, before, e.snapshot("b"))
+	}
+	_, err := e.del.Delete(e.ctx, "b", deletion.Options{})
+	var me *deletion.MissingPluginsError
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, []string{noop}, me.Plugins())
+
+	rep, err := e.del.Delete(catalog.WithActor(e.ctx, "cli:alice"), "b", deletion.Options{SkipPlugins: []string{"noop"}, ForcePurge: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	require.True(t, rep.Forced)
+	require.EqualValues(t, 12, rep.Skipped[noop].Items)
+	e.requirePurged("b")
+	last := e.lastAudit("b")
+	require.Equal(t, "force-purge", last.Action)
+	require.Contains(t, last.Reason, "12 items at skipped plugins lethe.io/noop")
+	var details struct {
+		Skipped   map[string]backup.ExpectedPlugin `json:"skippedPlugins"`
+		Abandoned []string                         `json:"abandonedPlugins"`
+	}
+	require.NoError(t, json.Unmarshal(last.Details, &details), "%s", last.Details)
+	require.EqualValues(t, 12, details.Skipped[noop].Items)
+	require.Contains(t, details.Skipped[noop].Samples, "pods/ns-a/item-0")
+	require.Equal(t, []string{noop}, details.Abandoned)
+}
+
+// TestNoPluginsMustBeSaid: with no plugin installed a deletion is refused
+// unless NoPlugins says so, and that is audited; NoPlugins does not excuse
+// a backup that expects plugins.
+func TestNoPluginsMustBeSaid(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("expects", items(6), archivetest.Options{}, nil)
+	e.pe.Registry = registryWith(t, e)
+	e.addBackup("bare", items(6), archivetest.Options{}, nil)
+	none := e.deleterWith()
+
+	before := e.snapshot("bare")
+	_, err := none.Delete(e.ctx, "bare", deletion.Options{})
+	require.ErrorIs(t, err, deletion.ErrNoPlugins)
+	require.Equal(t, before, e.snapshot("bare"))
+
+	_, err = none.Delete(e.ctx, "expects", deletion.Options{NoPlugins: true})
+	var me *deletion.MissingPluginsError
+	require.ErrorAs(t, err, &me)
+
+	rep, err := none.Delete(e.ctx, "bare", deletion.Options{NoPlugins: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	entries, err := e.store.ListAudit(e.ctx, catalog.AuditFilter{Kind: backup.Kind, Name: "bare"})
+	require.NoError(t, err)
+	var sawRequest bool
+	for _, a := range entries {
+		if a.Action == "delete" {
+			sawRequest = true
+			require.Contains(t, a.Reason, "--no-plugins")
+		}
+	}
+	require.True(t, sawRequest)
+	last := e.lastAudit("bare")
+	require.Contains(t, string(last.Details), `"noPlugins":true`)
+}
+
+// problems is the real host with a Problems list set by the test:
+// discovery problems come from internal/pluginhost's own code, which its
+// own tests cover; here only the deletion's decision is under test.
+type problems struct {
+	inner deletion.Plugins
+	list  []pluginhost.Problem
+}
+
+func (p problems) Plugins() []pluginhost.Info { return p.inner.Plugins() }
+func (p problems) Open(ctx context.Context, name string, b plugin.Backup, opts pluginhost.SessionOptions) (deletion.Session, error) {
+	return p.inner.Open(ctx, name, b, opts)
+}
+func (p problems) Problems() []pluginhost.Problem { return p.list }
+
+// TestPluginProblemsAndUnrecordedBackups: a broken plugin binary stops a
+// backup whose expected plugins are not all loaded, or were never
+// recorded (registered by an older Lethe); it does not stop a backup
+// whose expected plugins all run.
+func TestPluginProblemsAndUnrecordedBackups(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("recorded", items(6), archivetest.Options{}, nil)
+	// An older backup: no expectedPlugins in its spec.
+	e.addBackup("old", items(6), archivetest.Options{}, nil)
+	r, err := e.store.Get(e.ctx, backup.Key("old"))
+	require.NoError(t, err)
+	b, err := backup.FromResource(r)
+	require.NoError(t, err)
+	b.Spec.ExpectedPlugins = nil
+	require.NoError(t, b.Encode())
+	_, err = e.store.Update(e.ctx, r)
+	require.NoError(t, err)
+
+	broken := e.deleterOn(func(h *pluginhost.Host) deletion.Plugins {
+		return problems{deletion.HostPlugins(h), []pluginhost.Problem{{Binary: "/p/ebs", Err: errors.New("handshake failed")}}}
+	}, recorderBin)
+	before := e.snapshot("old")
+	_, err = broken.Delete(e.ctx, "old", deletion.Options{})
+	var me *deletion.MissingPluginsError
+	require.ErrorAs(t, err, &me)
+	require.True(t, me.Unrecorded)
+	require.Contains(t, err.Error(), "/p/ebs: handshake failed")
+	require.Equal(t, before, e.snapshot("old"))
+
+	rep, err := broken.Delete(e.ctx, "recorded", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+
+	// Without problems, an older backup deletes with what is installed.
+	rep, err = e.del.Delete(e.ctx, "old", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+}
