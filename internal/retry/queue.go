@@ -202,7 +202,7 @@ func (q *Queue) deadPlan(ctx context.Context, r *catalog.RetryRow, owner catalog
 	plan := catalog.RetryPlan{State: catalog.RetryDiscarded,
 		Audit: []catalog.AuditEntry{{Time: now, Actor: catalog.ActorFrom(ctx), Action: ActionDiscarded, Kind: owner.Kind,
 			Namespace: owner.Namespace, Name: owner.Name, UID: r.OwnerUID,
-			Reason: fmt.Sprintf("DeletionStuck: %s; item %s at %s: %s", reason, cmp.Or(r.ItemID, "-"), cmp.Or(r.Plugin, "-"), r.LastError),
+			Reason:  fmt.Sprintf("DeletionStuck: %s; item %s at %s: %s", reason, cmp.Or(r.ItemID, "-"), cmp.Or(r.Plugin, "-"), r.LastError),
 			Details: details}},
 		Notifications: q.notifications(ev),
 	}
