@@ -107,6 +107,20 @@ func New(cfg *Config) (*Queue, error) {
 	return &Queue{cfg: c, log: c.Logger.Named("retry")}, nil
 }
 
+// Attach sets the metrics the queue counts into and the function it
+// calls when a row or a notification may be due sooner (the daemon's
+// collector and notifier). Call it before the queue is shared between
+// goroutines.
+func (q *Queue) Attach(m *Metrics, wake func()) {
+	q.cfg.Metrics, q.cfg.Wake = m, wake
+}
+
+// Webhooks are the notification targets.
+func (q *Queue) Webhooks() []string { return slices.Clone(q.cfg.Webhooks) }
+
+// Store is the queue's catalog.
+func (q *Queue) Store() Catalog { return q.cfg.Store }
+
 // Policy returns the queue's policy.
 func (q *Queue) Policy() Policy { return q.cfg.Policy }
 
