@@ -219,6 +219,7 @@ func (q *Queue) deadPlan(ctx context.Context, r *catalog.RetryRow, owner catalog
 			Reason:  fmt.Sprintf("DeletionStuck: %s; item %s at %s: %s", reason, cmp.Or(r.ItemID, "-"), cmp.Or(r.Plugin, "-"), r.LastError),
 			Details: details}},
 		Notifications: q.notifications(ev),
+		Note:          &catalog.RetryAttempt{Time: now, Outcome: OutcomeDiscarded, Message: reason},
 	}
 	return plan
 }
@@ -253,7 +254,7 @@ func (q *Queue) Finish(ctx context.Context, owner catalog.Key, uid string, aband
 	switch {
 	case abandoned:
 		typ = EventAbandoned
-	case slices.ContainsFunc(rows, func(r *catalog.RetryRow) bool { return r.State == catalog.RetryDiscarded }):
+	case slices.ContainsFunc(rows, wasDiscarded):
 		typ = EventDeletionCompleted
 	}
 	if typ != "" {
@@ -350,7 +351,6 @@ func (q *Queue) Discard(ctx context.Context, id int64, dryRun bool) (*catalog.Re
 		}
 		p := q.deadPlan(ctx, r, ownerKey(r.Key), "discarded by "+catalog.ActorFrom(ctx), now)
 		p.Audit[0].Action = ActionDiscard
-		p.Note = &catalog.RetryAttempt{Time: now, Outcome: "discarded", Message: "discarded by " + catalog.ActorFrom(ctx)}
 		return p, nil
 	}
 	if dryRun {
@@ -374,6 +374,16 @@ func (q *Queue) Discard(ctx context.Context, id int64, dryRun bool) (*catalog.Re
 	q.syncCondition(ctx, r.OwnerUID)
 	q.wake()
 	return r, nil
+}
+
+// OutcomeDiscarded is the history entry of a discard.
+const OutcomeDiscarded = "discarded"
+
+// wasDiscarded: the row is, or once was, in the dead letters (an
+// operator may have requeued it since).
+func wasDiscarded(r *catalog.RetryRow) bool {
+	return r.State == catalog.RetryDiscarded ||
+		slices.ContainsFunc(r.History, func(a catalog.RetryAttempt) bool { return a.Outcome == OutcomeDiscarded })
 }
 
 // ownerKey parses a catalog.Key's String form.

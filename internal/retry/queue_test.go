@@ -46,7 +46,8 @@ func TestMaxAttemptsDiscards(t *testing.T) {
 			dead := rows[0]
 			require.Equal(t, catalog.RetryDiscarded, dead.State)
 			require.Equal(t, 3, dead.Attempts)
-			require.Len(t, dead.History, 3)
+			require.Len(t, dead.History, 4, "three attempts, then the discard")
+			assert.Equal(t, retry.OutcomeDiscarded, dead.History[3].Outcome)
 			assert.Equal(t, "snapshot still in use", dead.LastError)
 			assert.Equal(t, epoch, dead.FirstSeenAt)
 
