@@ -92,7 +92,9 @@ func TestCollectorSettlesWhatHandlersLeave(t *testing.T) {
 	deferred, failed, quiet, orphan := mk("Defer"), mk("Fail"), mk("Quiet"), mk("NoHandler")
 	until := epoch.Add(7 * time.Hour)
 	col, err := retry.NewCollector(&retry.CollectorConfig{Queue: q, Holder: "me", Handlers: map[string]retry.Handler{
-		"Defer": func(context.Context, []*catalog.RetryRow) error { return &retry.DeferError{Until: until, Reason: "later"} },
+		"Defer": func(context.Context, []*catalog.RetryRow) error {
+			return &retry.DeferError{Until: until, Reason: "later"}
+		},
 		"Fail":  func(context.Context, []*catalog.RetryRow) error { return errors.New("storage unreachable") },
 		"Quiet": func(context.Context, []*catalog.RetryRow) error { return nil },
 	}})
