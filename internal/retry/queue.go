@@ -174,7 +174,9 @@ func (q *Queue) Record(ctx context.Context, outs ...Outcome) ([]*catalog.RetryRo
 			Attempt: catalog.RetryAttempt{Time: now, Outcome: cmp.Or(o.Result, "failed"), Message: o.Message, Duration: o.Duration}}
 		byID[recs[i].RetryIdentity] = o
 	}
-	var died []*catalog.RetryRow
+	// died is keyed by identity: a driver may run decide again if it
+	// retries the transaction.
+	died := map[catalog.RetryIdentity]*catalog.RetryRow{}
 	rows, err := q.cfg.Store.RecordRetries(ctx, recs, func(r *catalog.RetryRow) catalog.RetryPlan {
 		if r.State == catalog.RetryDiscarded {
 			return catalog.RetryPlan{State: catalog.RetryDiscarded}
@@ -182,7 +184,7 @@ func (q *Queue) Record(ctx context.Context, outs ...Outcome) ([]*catalog.RetryRo
 		o := byID[r.RetryIdentity]
 		b := q.cfg.Policy.For(r.Plugin)
 		if r.Attempts >= b.MaxAttempts {
-			died = append(died, r)
+			died[r.RetryIdentity] = r
 			reason := fmt.Sprintf("%d of %d attempts failed", r.Attempts, b.MaxAttempts)
 			return q.deadPlan(ctx, r, o.Owner, reason, now)
 		}
@@ -422,7 +424,7 @@ func (q *Queue) syncCondition(ctx context.Context, uid string) {
 		switch {
 		case len(rows) > 0:
 			want = catalog.Condition{Type: ConditionDeletionStuck, Status: "True", Reason: "RetriesExhausted", Message: stuckMessage(res, rows)}
-			if strings.HasPrefix(rows[0].History[len(rows[0].History)-1].Message, "discarded by ") {
+			if h := rows[0].History; len(h) > 0 && strings.HasPrefix(h[len(h)-1].Message, "discarded by ") {
 				want.Reason = "Discarded"
 			}
 		case i >= 0 && res.Conditions[i].Status == "True":
