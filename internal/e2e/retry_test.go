@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lethehq/lethe/internal/archive/archivetest"
@@ -161,4 +165,66 @@ func TestRetryQueueThroughTheBinary(t *testing.T) {
 		require.Equal(t, "lethe explain backup stuck", ev.Explain)
 	}
 	require.Equal(t, "DeletionStuck,DeletionCompleted", strings.Join(types, ","))
+}
+
+// TestTwoServersOnPostgresRunEachRowOnce: two `lethe server` processes
+// share one PostgreSQL catalog; every due row is run by one of them, once:
+// each discarded row shows exactly its two attempts (one by the CLI, one
+// by a server), never a third run.
+func TestTwoServersOnPostgresRunEachRowOnce(t *testing.T) {
+	t.Parallel()
+	base := os.Getenv("LETHE_TEST_POSTGRES_URL")
+	if base == "" {
+		t.Skip("PostgreSQL tests are off: set LETHE_TEST_POSTGRES_URL")
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	require.NoError(t, err)
+	db := fmt.Sprintf("lethe_e2e_retry_%d", time.Now().UnixNano())
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+db)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+		_ = conn.Close(ctx)
+	})
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	u.Path = "/" + db
+
+	e := newEnv(t, pluginRecorder)
+	e.extra = append(e.extra, "LETHE_STORE="+u.String(), "LETHE_RETRY_BACKOFF=300ms", "LETHE_RETRY_MAX_ATTEMPTS=2")
+	const n = 6
+	bad := archivetest.SpecN(2, 200).Name
+	require.NoError(t, os.WriteFile(filepath.Join(e.control, bad+".fail"), nil, 0o600))
+	for i := range n {
+		name := fmt.Sprintf("b%d", i)
+		e.create(name, 5)
+		r := e.run("backup", "delete", name, "--yes")
+		require.Equal(t, 3, r.code, "%s", r)
+	}
+	a, b := e.start("server"), e.start("server")
+	for i := 0; ; i++ {
+		if len(e.retryRows("--state", "discarded")) == n {
+			break
+		}
+		require.Less(t, i, 400, "rows not discarded\n%s\n%s", a.errb, b.errb)
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // a double run would have happened by now
+	for _, p := range []*proc{a, b} {
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+		res := p.wait(t)
+		require.Equal(t, 0, res.code, "%s", res)
+	}
+	rows := e.retryRows()
+	require.Len(t, rows, n)
+	for _, r := range rows {
+		require.Equal(t, "discarded", r.State)
+		require.Equal(t, 2, r.Attempts, "%+v", r)
+		var outcomes []string
+		for _, h := range r.History {
+			outcomes = append(outcomes, h.Outcome)
+		}
+		require.Equal(t, []string{"failed", "failed", "discarded"}, outcomes, "row %d ran once per attempt", r.ID)
+	}
 }
