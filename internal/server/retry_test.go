@@ -182,3 +182,71 @@ func TestStuckBackupItemIsDeadLettered(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, sent, "DeletionCompleted")
 }
+
+// TestBackupItemsRetryTogetherNotBeforeRetryAfter: a backup with a failed
+// item (due after the backoff) and a blocked one (its plugin asked for
+// two hours) is not run when the failed item is due: that would ask the
+// blocking plugin again before its retryAfter. The failed item is put
+// off, without an attempt, until both run together.
+func TestBackupItemsRetryTogetherNotBeforeRetryAfter(t *testing.T) {
+	dir := t.TempDir()
+	clock := catalogtest.NewClock(time.Now().UTC().Truncate(time.Second))
+	var q *retry.Queue
+	pe := deletiontest.New(t, deletiontest.Options{
+		Plugins: []string{recorderBin},
+		PluginEnv: map[string]map[string]string{filepath.Base(recorderBin): {
+			"LETHE_RECORD_FILE": filepath.Join(dir, "record.tsv"), "LETHE_RECORD_CONTROL_DIR": dir,
+		}},
+		Catalog: &catalog.Config{Now: clock.Now, PollInterval: 20 * time.Millisecond},
+		Deletion: func(c *deletion.Config) {
+			var err error
+			q, err = retry.New(&retry.Config{Store: c.Store.(retry.Catalog), Now: clock.Now, Rand: rand.New(rand.NewPCG(5, 6))})
+			require.NoError(t, err)
+			c.Retry = q
+		},
+	})
+	e := &env{pe: pe, st: pe.Store, del: pe.Deleter}
+	ctx := catalog.WithActor(context.Background(), "test")
+	e.add(t, "two", nil, nil)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, archivetest.SpecN(1, 200).Name+".fail"), nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, archivetest.SpecN(2, 200).Name+".lock"), []byte("2h"), 0o600))
+	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, Now: clock.Now})
+	require.NoError(t, err)
+	col, _, err := srv.RetryParts()
+	require.NoError(t, err)
+	rep, err := e.del.Delete(ctx, "two", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result)
+	start := clock.Now()
+
+	byOutcome := func() map[string]*catalog.RetryRow {
+		rows, err := q.List(ctx, catalog.RetryFilter{})
+		require.NoError(t, err)
+		require.Len(t, rows, 2)
+		out := map[string]*catalog.RetryRow{}
+		for _, r := range rows {
+			out[r.History[0].Outcome] = r
+		}
+		return out
+	}
+	rows := byOutcome()
+	require.True(t, rows["failed"].NextAttemptAt.Before(start.Add(time.Minute)))
+	require.Equal(t, start.Add(2*time.Hour), rows["blocked"].NextAttemptAt)
+
+	clock.Advance(time.Minute)
+	n, err := col.Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the failed item is due")
+	rows = byOutcome()
+	require.Equal(t, 1, rows["failed"].Attempts, "put off, not run")
+	require.Equal(t, 1, rows["blocked"].Attempts, "the blocking plugin was not asked again")
+	require.Equal(t, start.Add(2*time.Hour), rows["failed"].NextAttemptAt, "put off until the blocked item is due")
+
+	clock.Advance(2 * time.Hour)
+	n, err = col.Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	rows = byOutcome()
+	require.Equal(t, 2, rows["failed"].Attempts, "run together")
+	require.Equal(t, 2, rows["blocked"].Attempts)
+}
