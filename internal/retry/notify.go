@@ -138,7 +138,7 @@ func Verify(secret, body []byte, signature string) bool {
 // Notifier defaults.
 const (
 	DeliveryTimeoutDefault = 10 * time.Second
-	// DeliveryBackoff: 5s·n⁴ capped at an hour, 12 attempts (about 8
+	// DeliveryBackoff: 5s·n⁴ capped at an hour, 12 attempts (about 7.5
 	// hours) before a notification is given up (logged, counted).
 	DeliveryBaseDefault        = 5 * time.Second
 	DeliveryCapDefault         = time.Hour

@@ -18,7 +18,7 @@ const (
 	BaseDefault = 30 * time.Second
 	// CapDefault bounds one delay (before jitter).
 	CapDefault = 24 * time.Hour
-	// MaxAttemptsDefault attempts (about 4.5 days with the defaults)
+	// MaxAttemptsDefault attempts (about 3.6 days with the defaults)
 	// before a row is discarded to the dead letters.
 	MaxAttemptsDefault = 10
 	// JitterDefault spreads each delay uniformly by ±10%, so that rows
