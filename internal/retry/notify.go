@@ -16,7 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
+
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -173,7 +173,6 @@ type Notifier struct {
 	cfg    NotifierConfig
 	log    hclog.Logger
 	client *http.Client
-	wakeMu sync.Mutex
 	wakeC  chan struct{}
 }
 

@@ -295,7 +295,7 @@ func (q *Queue) List(ctx context.Context, f catalog.RetryFilter) ([]*catalog.Ret
 	return q.cfg.Store.ListRetries(ctx, f)
 }
 
-// ErrRunning: the row is being run right now; a requeue would race it.
+// ErrRunning means the row is being run right now: a requeue would race it.
 var ErrRunning = errors.New("the row is running now")
 
 // RetryNow requeues a row at once (also a discarded one, whose attempts
