@@ -19,6 +19,8 @@ type Store interface {
 	Feed
 	Progress
 	Audit
+	RetryQueue
+	Outbox
 	Close() error
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog/drivers"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/pkg/plugin"
 )
 
@@ -34,6 +35,7 @@ type app struct {
 	// for the configured one).
 	locations *blobstore.Locations
 	host      *pluginhost.Host
+	queue     *retry.Queue
 }
 
 func (a *app) init() error {
@@ -165,7 +167,14 @@ func (a *app) deleter(ctx context.Context) (*deletion.Deleter, error) {
 	if a.locations == nil {
 		a.locations = blobstore.NewLocations(bl, nil)
 	}
-	return deletion.New(&deletion.Config{Store: st, Blobs: bl, Locations: a.locations, Plugins: deletion.HostPlugins(h), Logger: a.log})
+	if err := a.g.retry.checkPluginNames(h.Plugins()); err != nil {
+		return nil, err
+	}
+	q, err := a.retryQueue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return deletion.New(&deletion.Config{Store: st, Blobs: bl, Locations: a.locations, Plugins: deletion.HostPlugins(h), Logger: a.log, Retry: q})
 }
 
 func (a *app) close() error {

@@ -169,6 +169,19 @@ type backupView struct {
 	// daemon refuses to run the deletion until the plugins it names are
 	// installed.
 	PluginMissing string `json:"pluginMissing,omitempty"`
+	// Retry summarizes the backup's rows in the retry queue.
+	Retry *retrySummary `json:"retry,omitempty"`
+}
+
+// retrySummary is what the retry queue holds for one backup.
+type retrySummary struct {
+	// NextAttemptAt is when the daemon next runs the deletion: the latest
+	// next attempt of the waiting rows (they run together).
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+	Waiting       int        `json:"waiting"`
+	Running       int        `json:"running"`
+	Discarded     int        `json:"discarded"`
+	IDs           []int64    `json:"ids"`
 }
 
 func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool) (*backupView, error) {
@@ -183,6 +196,9 @@ func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool
 	}
 	v.PluginMissing, _ = deletion.PluginMissing(r)
 	if r.Phase == catalog.PhaseDeleting {
+		if v.Retry, err = a.retrySummary(ctx, r.UID); err != nil {
+			return nil, err
+		}
 		p, rows, err := a.store.LoadProgress(ctx, r.UID)
 		if err == nil {
 			v.Progress = p
@@ -400,9 +416,41 @@ func (a *app) printBackup(v *backupView) {
 			fmt.Fprintf(w, "  %-7s %s  %s: %s (attempts %d)\n", o.Outcome, o.ItemKey, o.Plugin, o.Message, o.Attempts)
 		}
 	}
+	if rs := v.Retry; rs != nil {
+		next := "none automatic"
+		if rs.NextAttemptAt != nil {
+			next = rs.NextAttemptAt.Local().Format(time.RFC3339) + " (in " + human(max(rs.NextAttemptAt.Sub(now), 0)) + ")"
+		}
+		fmt.Fprintf(w, "Retry:      next attempt %s; %d waiting, %d running, %d discarded (lethe retry list)\n", next, rs.Waiting, rs.Running, rs.Discarded)
+	}
 	for _, c := range v.Conditions {
 		fmt.Fprintf(w, "Condition:  %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
+}
+
+// retrySummary reads the backup's rows of the retry queue (nil: none).
+func (a *app) retrySummary(ctx context.Context, uid string) (*retrySummary, error) {
+	rows, err := a.store.ListRetries(ctx, catalog.RetryFilter{OwnerUID: uid})
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	s := &retrySummary{}
+	for _, r := range rows {
+		s.IDs = append(s.IDs, r.ID)
+		switch r.State {
+		case catalog.RetryRetryable:
+			s.Waiting++
+			if s.NextAttemptAt == nil || r.NextAttemptAt.After(*s.NextAttemptAt) {
+				t := r.NextAttemptAt
+				s.NextAttemptAt = &t
+			}
+		case catalog.RetryRunning:
+			s.Running++
+		case catalog.RetryDiscarded:
+			s.Discarded++
+		}
+	}
+	return s, nil
 }
 
 func joinMap(m map[string]string) string {

@@ -367,6 +367,7 @@ func (a *app) printReport(r *deletion.Report) {
 			fmt.Fprintf(w, "  ... and %d more (lethe backup get %s -o json)\n", r.UnsettledCount-len(r.Unsettled), r.Backup)
 		}
 		fmt.Fprintf(w, "Fix the cause, then run 'lethe backup delete %s' again: only these items are retried.\n", r.Backup)
+		fmt.Fprintf(w, "Meanwhile they wait in the retry queue, which 'lethe server' runs on a backoff: lethe retry list\n")
 	}
 }
 

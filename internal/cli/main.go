@@ -115,7 +115,8 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 		return exitUsage
 	}
 	var nf *backup.NotFoundError
-	if errors.As(err, &nf) {
+	var rnf retryNotFound
+	if errors.As(err, &nf) || errors.As(err, &rnf) {
 		return exitNotFound
 	}
 	if pluginRefusal(err) {

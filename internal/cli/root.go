@@ -28,6 +28,7 @@ type globals struct {
 	pluginTimeouts []string
 	defaultDelay   string
 	trust          trustFlags
+	retry          retryFlags
 
 	// Parsed by resolve.
 	itemTimeoutD    time.Duration
@@ -74,8 +75,9 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringArrayVar(&g.pluginTimeouts, "plugin-timeout", nil, "per-plugin item timeout NAME=DURATION, e.g. example.com/ebs=30m (repeatable; env LETHE_PLUGIN_TIMEOUTS, comma-separated)")
 	pf.StringVar(&g.defaultDelay, "default-deletion-delay", "", "grace window for backups without a lethe.io/deletion-delay annotation (env LETHE_DEFAULT_DELETION_DELAY; default none)")
 	g.trust.add(pf)
+	g.retry.add(pf)
 
-	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newMigrateCmd(a), newVersionCmd(a))
+	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a))
 	return root, a
 }
 
@@ -114,6 +116,9 @@ func (g *globals) resolve(getenv func(string) string) error {
 		}
 	}
 	if err := g.trust.resolve(getenv); err != nil {
+		return err
+	}
+	if err := g.retry.resolve(getenv); err != nil {
 		return err
 	}
 	if g.itemTimeout != "" {

@@ -21,8 +21,11 @@ func newServerCmd(a *app) *cobra.Command {
 		Long: `The server deletes backups whose TTL has expired (through the same pipeline
 and grace window as 'lethe backup delete'), moves scheduled deletions on when
 their grace window ends, and runs deletions queued with
-'lethe backup delete --async'. Deletions with blocked items are retried when
-the plugin asked, failed ones with a growing backoff.
+'lethe backup delete --async'. Items that a plugin failed or blocked wait in
+the retry queue ('lethe retry list'): the server tries them again on a
+backoff (--retry-backoff), never before the plugin's retryAfter, and after
+--retry-max-attempts discards them (condition DeletionStuck, an event, and a
+signed POST to each --notify-webhook). Nothing is purged meanwhile.
 
 Several servers can share one PostgreSQL catalog (--store postgres://...):
 leases make sure one deletion runs in one place at a time.
@@ -36,7 +39,8 @@ folder (exit 5) unless --no-plugins says that is intended.
 The first SIGINT or SIGTERM stops gracefully (progress is saved); a second
 one aborts.`,
 		Example: `  lethe server
-  lethe server --store postgres://lethe@db/lethe --metrics-addr 127.0.0.1:9464`,
+  lethe server --store postgres://lethe@db/lethe --metrics-addr 127.0.0.1:9464
+  LETHE_NOTIFY_SECRET=... lethe server --notify-webhook https://hooks.example/lethe --retry-max-attempts 8`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -66,6 +70,7 @@ one aborts.`,
 			srv, err := server.New(&server.Config{
 				Store: a.store, Deleter: del, Logger: a.log, Workers: workers,
 				MetricsListener: ln, DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins,
+				NotifySecret: a.g.retry.secret,
 			})
 			if err != nil {
 				return err

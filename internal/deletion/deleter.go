@@ -18,6 +18,7 @@ import (
 	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/pkg/plugin"
 )
 
@@ -103,6 +104,10 @@ type Config struct {
 	ReorderWindow int
 	Limits        archive.Limits
 	Session       pluginhost.SessionOptions
+	// Retry is the retry queue where the failed and blocked items of a
+	// run wait (see retryqueue.go); by default a queue with the default
+	// policy over Store.
+	Retry *retry.Queue
 }
 
 func (c *Config) withDefaults() *Config {
@@ -158,6 +163,9 @@ type testHooks struct {
 func New(cfg *Config) (*Deleter, error) {
 	c := cfg.withDefaults()
 	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.defaultRetry(); err != nil {
 		return nil, err
 	}
 	d := &Deleter{cfg: c, log: c.Logger.Named("deletion")}

@@ -533,8 +533,12 @@ func TestForcePurgeOfAStuckDeletion(t *testing.T) {
 	e.requirePurged("stuck")
 	entries, err := e.store.ListAudit(e.ctx, catalog.AuditFilter{Kind: backup.Kind, Name: "stuck"})
 	require.NoError(t, err)
-	last := entries[len(entries)-1]
+	// The purge is the last lifecycle entry; the retry queue then says
+	// the backup's queued items were abandoned (internal/retry).
+	last := entries[len(entries)-2]
 	require.Equal(t, "force-purge", last.Action)
+	require.Equal(t, "retry-abandoned", entries[len(entries)-1].Action)
+	require.Equal(t, "cli:alice", entries[len(entries)-1].Actor)
 	require.Equal(t, "cli:alice", last.Actor)
 	require.Contains(t, string(last.Details), "item-4")
 }

@@ -171,21 +171,18 @@ func TestRunWorkRefusalSetsPluginMissing(t *testing.T) {
 	_, ok = deletion.PluginMissing(r)
 	require.False(t, ok, "%+v", r.Conditions)
 	require.NoError(t, os.Remove(fail))
-	// The refusal above released the work item for later; the run
-	// released it again. Nothing to claim now, and again after the
-	// retry time.
+	// The run left item-0 failed: it waits in the retry queue, which
+	// runs the deletion again when it is due, so the work item itself is
+	// parked. Nothing to claim now, nor after PluginMissingRetry.
+	rows, err := e.del.Retry().List(e.ctx, catalog.RetryFilter{OwnerUID: r.UID})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, catalog.RetryRetryable, rows[0].State)
+	e.now = e.now.Add(2*time.Minute + deletion.PluginMissingRetry)
 	work, err = e.store.Claim(e.ctx, deletion.Queue, e.del.Holder(), time.Minute, 1)
 	require.NoError(t, err)
-	require.Empty(t, work)
-	e.now = e.now.Add(2 * time.Minute) // past the claim's lease
-	work, err = e.store.Claim(e.ctx, deletion.Queue, e.del.Holder(), time.Minute, 1)
-	require.NoError(t, err)
-	require.Empty(t, work, "released until PluginMissingRetry")
-	e.now = e.now.Add(deletion.PluginMissingRetry)
-	work, err = e.store.Claim(e.ctx, deletion.Queue, e.del.Holder(), time.Minute, 1)
-	require.NoError(t, err)
-	require.Len(t, work, 1)
-	rep, err = e.del.RunWork(e.ctx, work[0], deletion.Options{})
+	require.Empty(t, work, "parked: the retry queue decides")
+	rep, err = e.del.Run(e.ctx, "b", deletion.Options{})
 	require.NoError(t, err)
 	require.Equal(t, deletion.ResultPurged, rep.Result)
 	e.requirePurged("b")

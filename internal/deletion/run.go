@@ -106,8 +106,9 @@ func (d *Deleter) runLeased(ctx context.Context, b *backup.Backup, w *catalog.Wo
 		if err := d.cfg.Store.Complete(bg, fence); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 			d.log.Warn("completing work item", "backup", name, "error", err)
 		}
+		d.retryFinished(bg, b, rep)
 	} else {
-		msg, next := "", d.retryAt(rep, w)
+		msg, next := "", d.nextRun(bg, b, rep, runErr, w)
 		if tarballUnusable(runErr) {
 			// Retrying changes nothing until the tarball is back, or the
 			// operator abandons the items: the daemon leaves it parked

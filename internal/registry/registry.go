@@ -30,6 +30,9 @@ type Plugins interface {
 type Catalog interface {
 	catalog.Resources
 	catalog.Lifecycle
+	// RetryQueue: sync never imports a backup the retry queue still
+	// holds rows for (live or discarded).
+	catalog.RetryQueue
 }
 
 // Config configures a Registry.

@@ -302,6 +302,13 @@ func TestSyncFilter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, deletion.ResultPurged, rep.Result)
 	put(backup.StorageKey("purged"))
+	// Gone from the catalog but still in the retry queue (its purge
+	// crashed before the queue forgot it): never re-imported either.
+	_, err = e.Store.RecordRetries(ctx, []catalog.RetryRecord{{RetryIdentity: catalog.RetryIdentity{
+		Kind: "BackupItem", Key: backup.Key("queued").String(), ItemID: "0:pods/ns/p", Plugin: "x.io/y"}}},
+		func(*catalog.RetryRow) catalog.RetryPlan { return catalog.RetryPlan{State: catalog.RetryDiscarded} })
+	require.NoError(t, err)
+	put(backup.StorageKey("queued"))
 	// New ones.
 	put(backup.StorageKey("fresh"))
 	put(backup.StorageKeyExt("fresh-zstd", backup.ExtZstd))
@@ -327,8 +334,9 @@ func TestSyncFilter(t *testing.T) {
 	}
 	require.Contains(t, reasons["pending"], "deletion pending (Scheduled)")
 	require.Contains(t, reasons["purged"], "purged at")
+	require.Contains(t, reasons["queued"], "in the retry queue")
 	require.Equal(t, map[string]string{
-		"active": registry.SyncSkipped, "pending": registry.SyncSkipped, "purged": registry.SyncSkipped,
+		"active": registry.SyncSkipped, "pending": registry.SyncSkipped, "purged": registry.SyncSkipped, "queued": registry.SyncSkipped,
 		"fresh": registry.SyncImported, "fresh-zstd": registry.SyncImported,
 		long: registry.SyncRejected, "hostile": registry.SyncRejected,
 	}, actions)

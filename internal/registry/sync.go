@@ -92,6 +92,13 @@ func (g *Registry) syncFilter(ctx context.Context, name string) (string, error) 
 	case !errors.Is(err, catalog.ErrNotFound):
 		return "", err
 	}
+	queued, err := g.cfg.Store.ListRetries(ctx, catalog.RetryFilter{Key: backup.Key(name).String(), Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(queued) > 0 {
+		return fmt.Sprintf("in the retry queue (row %d, %s): its deletion is not finished, never re-imported", queued[0].ID, queued[0].State), nil
+	}
 	ts, err := g.cfg.Store.GetTombstone(ctx, backup.Key(name))
 	switch {
 	case err == nil:

@@ -22,6 +22,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/internal/softdelete"
 	"github.com/lethehq/lethe/internal/ttl"
 )
@@ -64,6 +65,12 @@ type Config struct {
 	// NoPlugins: the operator said running with no plugin installed is
 	// intended (see deletion.Options.NoPlugins); audited on each purge.
 	NoPlugins bool
+	// NotifySecret signs webhook notifications (see retry.Notifier);
+	// without it no notifier runs, and webhooks are refused.
+	NotifySecret  []byte
+	NotifyTimeout time.Duration
+	// RetryLeaseTTL is the lease on claimed retry rows.
+	RetryLeaseTTL time.Duration
 }
 
 // Server is the daemon.
@@ -79,6 +86,7 @@ type Server struct {
 	pluginMissing prometheus.Gauge
 	refusedMu     sync.Mutex
 	refused       map[string]bool
+	retryMetrics  *retry.Metrics
 }
 
 // New returns a Server.
@@ -105,6 +113,7 @@ func New(cfg *Config) (*Server, error) {
 		Name: "lethe_backups_plugin_missing",
 		Help: "Backups whose deletion waits because an expected plugin is missing or cannot start (condition PluginMissing).",
 	})
+	s.retryMetrics = retry.NewMetrics(s.reg)
 	s.reg.MustRegister(s.deletions, s.expired, s.pluginMissing, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s, nil
 }
@@ -155,13 +164,25 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 
+	collector, notifier, err := s.retryParts()
+	if err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return err
+	}
+
 	// Whatever ends Run, it stops every part it started first.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4+s.cfg.Workers)
+	errs := make(chan error, 6+s.cfg.Workers)
 	wg.Go(func() { errs <- ttlc.Run(ctx) })
 	wg.Go(func() { errs <- timers.Run(ctx) })
+	wg.Go(func() { errs <- collector.Run(ctx) })
+	if notifier != nil {
+		wg.Go(func() { errs <- notifier.Run(ctx) })
+	}
 	for range s.cfg.Workers {
 		wg.Go(func() { errs <- s.work(ctx) })
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/deletion/deletiontest"
+	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/internal/server"
 )
 
@@ -265,11 +266,20 @@ func TestBlockedRetryAfterNeitherSpinsNorStalls(t *testing.T) {
 	w, err := e.st.GetWork(context.Background(), deletion.Queue, r.UID)
 	require.NoError(t, err)
 	require.Equal(t, 1, w.Attempts, "claimed once: the daemon does not spin")
-	require.False(t, w.RunAt.Before(start.Add(time.Minute)), "requeued at %s", w.RunAt)
-	require.True(t, w.RunAt.Before(time.Now().Add(time.Hour+time.Minute)), "a huge retryAfter stalls the deletion: %s", w.RunAt)
 	_, rows, err := e.st.LoadProgress(context.Background(), r.UID)
 	require.NoError(t, err)
 	require.Len(t, rows, 3, "the three items are blocked")
+	// The items wait in the retry queue: none due before its (clamped)
+	// retryAfter or the backoff, the huge one held to 24h; one attempt
+	// each, so the collector did not run them again.
+	queued, err := e.del.Retry().List(context.Background(), catalog.RetryFilter{OwnerUID: r.UID})
+	require.NoError(t, err)
+	require.Len(t, queued, 3)
+	for _, q := range queued {
+		require.Equal(t, 1, q.Attempts, "%+v", q)
+		require.False(t, q.NextAttemptAt.Before(start.Add(retry.BaseDefault-retry.BaseDefault/10)), "%+v", q)
+		require.True(t, q.NextAttemptAt.Before(time.Now().Add(24*time.Hour+time.Minute)), "a huge retryAfter is held to 24h: %+v", q)
+	}
 }
 
 // TestRunStopsEverythingWhenItCannotListen: a metrics address already in

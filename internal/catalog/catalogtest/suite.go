@@ -81,6 +81,9 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, newStore) })
 	t.Run("FenceByEpoch", func(t *testing.T) { testFenceByEpoch(t, newStore) })
 	t.Run("FencedResourceWrites", func(t *testing.T) { testFencedResourceWrites(t, newStore) })
+	t.Run("RetryQueue", func(t *testing.T) { testRetryQueue(t, newStore) })
+	t.Run("ConcurrentRetryClaims", func(t *testing.T) { testConcurrentRetryClaims(t, newStore) })
+	t.Run("Outbox", func(t *testing.T) { testOutbox(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {

@@ -130,6 +130,8 @@ func (b *backend) Dialect() sqlstore.Dialect {
 	return sqlstore.Dialect{
 		ForUpdate: " FOR UPDATE",
 		ForShare:  " FOR SHARE",
+		// claims of the retry queue and the outbox
+		SkipLocked: " FOR UPDATE SKIP LOCKED",
 		ClaimSQL: `WITH picked AS (
     SELECT id FROM work_items
     WHERE queue = $3 AND available_at <= $4

@@ -61,6 +61,10 @@ type Dialect struct {
 	// SQLite, whose write transactions are already exclusive).
 	ForUpdate string
 	ForShare  string
+	// SkipLocked ends the SELECT that picks rows to claim (" FOR UPDATE
+	// SKIP LOCKED" on PostgreSQL, so concurrent claimers take different
+	// rows; empty on SQLite).
+	SkipLocked string
 	// ClaimSQL leases due items. Parameters: $1 holder, $2 lease expiry,
 	// $3 queue, $4 now, $5 limit. It returns workColumns.
 	ClaimSQL string

@@ -1,0 +1,440 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/retry"
+)
+
+// retryFlags configure the retry queue and its notifications.
+type retryFlags struct {
+	backoff     []string
+	maxAttempts []string
+	webhooks    []string
+	secretFile  string
+
+	// Parsed by resolve.
+	policy retry.Policy
+	secret []byte
+}
+
+func (f *retryFlags) add(pf *pflag.FlagSet) {
+	pf.StringArrayVar(&f.backoff, "retry-backoff", nil, "base delay of the retry backoff (Base·attempts⁴, capped at 24h, ±10% jitter), globally (`30s`) or for one plugin (`example.com/ebs=5m`); repeatable (env LETHE_RETRY_BACKOFF, comma-separated; default 30s)")
+	pf.StringArrayVar(&f.maxAttempts, "retry-max-attempts", nil, "attempts before a waiting item is discarded to the dead letters (condition DeletionStuck), globally (`10`) or for one plugin (`example.com/ebs=20`); repeatable (env LETHE_RETRY_MAX_ATTEMPTS, comma-separated; default 10)")
+	pf.StringArrayVar(&f.webhooks, "notify-webhook", nil, "POST a signed JSON notification to this `URL` when a deletion is stuck, abandoned or completed after being stuck; repeatable (env LETHE_NOTIFY_WEBHOOKS, comma-separated). Needs a secret")
+	pf.StringVar(&f.secretFile, "notify-secret-file", "", "`FILE` holding the shared secret that signs notifications (HMAC-SHA256); or env LETHE_NOTIFY_SECRET")
+}
+
+func (f *retryFlags) resolve(getenv func(string) string) error {
+	list := func(v string) []string {
+		var out []string
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	if len(f.backoff) == 0 {
+		f.backoff = list(getenv("LETHE_RETRY_BACKOFF"))
+	}
+	if len(f.maxAttempts) == 0 {
+		f.maxAttempts = list(getenv("LETHE_RETRY_MAX_ATTEMPTS"))
+	}
+	if len(f.webhooks) == 0 {
+		f.webhooks = list(getenv("LETHE_NOTIFY_WEBHOOKS"))
+	}
+	p, err := retry.ParsePolicy(f.backoff, f.maxAttempts)
+	if err != nil {
+		return usageError{err}
+	}
+	f.policy = p
+	switch {
+	case f.secretFile != "":
+		b, err := os.ReadFile(f.secretFile)
+		if err != nil {
+			return usageError{fmt.Errorf("--notify-secret-file: %w", err)}
+		}
+		f.secret = []byte(strings.TrimSpace(string(b)))
+		if len(f.secret) == 0 {
+			return usageError{fmt.Errorf("--notify-secret-file %s is empty", f.secretFile)}
+		}
+	case getenv("LETHE_NOTIFY_SECRET") != "":
+		f.secret = []byte(getenv("LETHE_NOTIFY_SECRET"))
+	}
+	if len(f.webhooks) > 0 && len(f.secret) == 0 {
+		return usageError{errors.New("--notify-webhook needs a shared secret to sign notifications: set LETHE_NOTIFY_SECRET or --notify-secret-file")}
+	}
+	return nil
+}
+
+// checkPluginNames refuses a per-plugin retry setting for a plugin that
+// is not installed (a typo would leave the real plugin on the defaults).
+func (f *retryFlags) checkPluginNames(infos []pluginhost.Info) error {
+	for name := range f.policy.Plugins {
+		if !slices.ContainsFunc(infos, func(in pluginhost.Info) bool { return in.Name == name }) {
+			return usageError{fmt.Errorf("--retry-backoff/--retry-max-attempts: no installed plugin is named %s", name)}
+		}
+	}
+	return nil
+}
+
+// retryQueue opens the catalog and the retry queue.
+func (a *app) retryQueue(ctx context.Context) (*retry.Queue, error) {
+	if a.queue != nil {
+		return a.queue, nil
+	}
+	st, err := a.catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q, err := retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.webhooks, Logger: a.log})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	a.queue = q
+	return q, nil
+}
+
+// retryNotFound: no retry row has the id (exit code 4).
+type retryNotFound struct{ error }
+
+func (a *app) retryRow(ctx context.Context, q *retry.Queue, arg string) (int64, error) {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usageError{fmt.Errorf("retry row id %q: use the number 'lethe retry list' shows", arg)}
+	}
+	if _, err := q.Get(ctx, id); errors.Is(err, catalog.ErrNotFound) {
+		return 0, retryNotFound{fmt.Errorf("retry row %d not found (finished, or never queued)", id)}
+	} else if err != nil {
+		return 0, err
+	}
+	return id, nil
+}
+
+func newRetryCmd(a *app) *cobra.Command {
+	c := groupCmd(&cobra.Command{
+		Use:   "retry",
+		Short: "The retry queue: deletions that cannot finish yet, and the dead letters",
+		Long: `Items whose deletion cannot finish yet wait in the retry queue: a backup item
+that a plugin failed or blocked, a resource at a plugin, a resource waiting on
+a block reference or a finalizer. 'lethe server' tries each again when it is
+due: after a polynomial backoff with jitter (--retry-backoff), never before the
+retryAfter its plugin asked for. After --retry-max-attempts the row is
+discarded to the dead letters: its owner gets the condition DeletionStuck, an
+event is recorded and the webhooks are notified. The deletion stays; nothing
+is purged. An operator requeues it ('retry now') once the cause is fixed, or
+abandons it ('lethe backup delete NAME --abandon').`,
+		Example: `  lethe retry list
+  lethe retry list --state discarded -o json
+  lethe retry get 12
+  lethe retry now 12 --dry-run
+  lethe retry now --all --state discarded
+  lethe retry discard 12`,
+	})
+	c.AddCommand(newRetryListCmd(a), newRetryGetCmd(a), newRetryNowCmd(a), newRetryDiscardCmd(a))
+	return c
+}
+
+func parseState(s string) (catalog.RetryState, error) {
+	if s == "" {
+		return "", nil
+	}
+	st := catalog.RetryState(s)
+	if !slices.Contains(catalog.RetryStates, st) {
+		return "", usageError{fmt.Errorf("--state %q: use retryable, running or discarded", s)}
+	}
+	return st, nil
+}
+
+func newRetryListCmd(a *app) *cobra.Command {
+	var state, kind string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List the queue: state, attempts, next attempt and last error of each row",
+		Example: `  lethe retry list
+  lethe retry list --state discarded
+  lethe retry list --kind BackupItem -o yaml`,
+		Args: exactArgs(0, ""),
+	}
+	out := outputFlag(c, "table")
+	c.Flags().StringVar(&state, "state", "", "only rows in this state: retryable, running or discarded")
+	c.Flags().StringVar(&kind, "kind", "", "only rows of this kind: BackupItem, Resource or Wait")
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		st, err := parseState(state)
+		if err != nil {
+			return err
+		}
+		if kind != "" && !slices.Contains([]string{retry.KindBackupItem, retry.KindResource, retry.KindWait}, kind) {
+			return usageError{fmt.Errorf("--kind %q: use BackupItem, Resource or Wait", kind)}
+		}
+		q, err := a.retryQueue(cmd.Context())
+		if err != nil {
+			return err
+		}
+		rows, err := q.List(cmd.Context(), catalog.RetryFilter{State: st, Kind: kind})
+		if err != nil {
+			return err
+		}
+		if *out != "table" {
+			return printStructured(a.s.Out, *out, retryListView{Items: nonNil(rows)})
+		}
+		if len(rows) == 0 {
+			fmt.Fprintln(a.s.Out, "The retry queue is empty.")
+			return nil
+		}
+		now := time.Now()
+		t := newTable(a.s.Out, "ID", "STATE", "KIND", "OWNER", "ITEM", "PLUGIN", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR")
+		for _, r := range rows {
+			t.row(strconv.FormatInt(r.ID, 10), string(r.State), r.Kind, r.Key, cmp.Or(r.ItemID, "-"), cmp.Or(r.Plugin, "-"),
+				strconv.Itoa(r.Attempts), nextText(r, now), oneLine(r.LastError, 60))
+		}
+		return t.flush()
+	}
+	return c
+}
+
+// retryListView is the -o json|yaml shape of `retry list`.
+type retryListView struct {
+	Items []*catalog.RetryRow `json:"items"`
+}
+
+func nonNil(rows []*catalog.RetryRow) []*catalog.RetryRow {
+	if rows == nil {
+		return []*catalog.RetryRow{}
+	}
+	return rows
+}
+
+func nextText(r *catalog.RetryRow, now time.Time) string {
+	switch {
+	case r.State == catalog.RetryDiscarded:
+		return "never (discarded)"
+	case r.State == catalog.RetryRunning:
+		return "running (" + r.Holder + ")"
+	case !r.NextAttemptAt.After(now):
+		return "due now"
+	}
+	return r.NextAttemptAt.Local().Format(time.RFC3339) + " (in " + human(r.NextAttemptAt.Sub(now)) + ")"
+}
+
+func oneLine(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+func newRetryGetCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show one row of the retry queue, with its history",
+		Example: `  lethe retry get 12
+  lethe retry get 12 -o json`,
+		Args: exactArgs(1, "ID"),
+	}
+	out := outputFlag(c, "table")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		q, err := a.retryQueue(ctx)
+		if err != nil {
+			return err
+		}
+		id, err := a.retryRow(ctx, q, args[0])
+		if err != nil {
+			return err
+		}
+		r, err := q.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if *out != "table" {
+			return printStructured(a.s.Out, *out, r)
+		}
+		a.printRetry(r)
+		return nil
+	}
+	return c
+}
+
+func (a *app) printRetry(r *catalog.RetryRow) {
+	w, now := a.s.Out, time.Now()
+	fmt.Fprintf(w, "ID:           %d\n", r.ID)
+	fmt.Fprintf(w, "State:        %s\n", r.State)
+	fmt.Fprintf(w, "Kind:         %s\n", r.Kind)
+	fmt.Fprintf(w, "Owner:        %s (uid %s)\n", r.Key, cmp.Or(r.OwnerUID, "-"))
+	fmt.Fprintf(w, "Item:         %s\n", cmp.Or(r.ItemID, "-"))
+	fmt.Fprintf(w, "Plugin:       %s\n", cmp.Or(r.Plugin, "-"))
+	fmt.Fprintf(w, "Attempts:     %d\n", r.Attempts)
+	fmt.Fprintf(w, "Next attempt: %s\n", nextText(r, now))
+	fmt.Fprintf(w, "First seen:   %s\n", r.FirstSeenAt.Local().Format(time.RFC3339))
+	fmt.Fprintf(w, "Last error:   %s\n", cmp.Or(r.LastError, "-"))
+	fmt.Fprintf(w, "Explain:      %s\n", retry.ExplainCommand(ownerOf(r.Key)))
+	fmt.Fprintln(w, "History:")
+	t := newTable(w, "  TIME", "OUTCOME", "DURATION", "MESSAGE")
+	for _, h := range r.History {
+		t.row("  "+h.Time.Local().Format(time.RFC3339), h.Outcome, h.Duration.Round(time.Millisecond).String(), oneLine(h.Message, 100))
+	}
+	_ = t.flush()
+	switch r.State {
+	case catalog.RetryDiscarded:
+		fmt.Fprintf(w, "Discarded: the deletion stays. Fix the cause, then 'lethe retry now %d'; or abandon the owner's deletion.\n", r.ID)
+	case catalog.RetryRetryable:
+		fmt.Fprintf(w, "'lethe retry now %d' tries it at once ('lethe server' runs it).\n", r.ID)
+	}
+}
+
+func ownerOf(key string) catalog.Key {
+	parts := strings.SplitN(key, "/", 3)
+	if len(parts) == 3 {
+		return catalog.Key{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
+	}
+	if len(parts) == 2 {
+		return catalog.Key{Kind: parts[0], Name: parts[1]}
+	}
+	return catalog.Key{Name: key}
+}
+
+// retryActionView is the -o json|yaml shape of `retry now` and `retry discard`.
+type retryActionView struct {
+	DryRun bool                `json:"dryRun"`
+	Items  []*catalog.RetryRow `json:"items"`
+}
+
+func newRetryNowCmd(a *app) *cobra.Command {
+	var all, dryRun bool
+	var state string
+	c := &cobra.Command{
+		Use:   "now ID | --all",
+		Short: "Requeue rows at once (a discarded one starts its attempts again); audited",
+		Long: `Make rows due now: 'lethe server' runs them at once. A discarded row gets a
+fresh set of attempts, and its owner's DeletionStuck condition is cleared
+when no discarded row is left. Each requeue is in the audit log, in the name
+of whoever ran it.`,
+		Example: `  lethe retry now 12
+  lethe retry now 12 --dry-run
+  lethe retry now --all --state discarded -o json`,
+		Args: cobra.MaximumNArgs(1),
+	}
+	out := outputFlag(c, "table")
+	c.Flags().BoolVar(&all, "all", false, "requeue every row that is not running")
+	c.Flags().StringVar(&state, "state", "", "with --all: only rows in this state (retryable or discarded)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would be requeued; change nothing")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		return a.retryAction(cmd, args, all, state, dryRun, *out, "requeued", func(ctx context.Context, q *retry.Queue, id int64) (*catalog.RetryRow, error) {
+			return q.RetryNow(ctx, id, dryRun)
+		})
+	}
+	return c
+}
+
+func newRetryDiscardCmd(a *app) *cobra.Command {
+	var dryRun bool
+	c := &cobra.Command{
+		Use:   "discard ID",
+		Short: "Discard a row to the dead letters by hand; audited",
+		Long: `Stop retrying a row: it is discarded as if its attempts were exhausted. Its
+owner gets DeletionStuck, an event is recorded and the webhooks are notified.
+The deletion stays, nothing is purged: to give it up, abandon it
+('lethe backup delete NAME --abandon').`,
+		Example: `  lethe retry discard 12 --dry-run
+  lethe retry discard 12`,
+		Args: exactArgs(1, "ID"),
+	}
+	out := outputFlag(c, "table")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would be discarded; change nothing")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		return a.retryAction(cmd, args, false, "", dryRun, *out, "discarded", func(ctx context.Context, q *retry.Queue, id int64) (*catalog.RetryRow, error) {
+			return q.Discard(ctx, id, dryRun)
+		})
+	}
+	return c
+}
+
+func (a *app) retryAction(cmd *cobra.Command, args []string, all bool, state string, dryRun bool, out, verb string,
+	do func(context.Context, *retry.Queue, int64) (*catalog.RetryRow, error)) error {
+	if err := checkOutput(out); err != nil {
+		return err
+	}
+	if all == (len(args) == 1) {
+		return usageError{fmt.Errorf("%s needs an ID or --all (not both)", cmd.CommandPath())}
+	}
+	st, err := parseState(state)
+	if err != nil {
+		return err
+	}
+	if state != "" && !all {
+		return usageError{errors.New("--state goes with --all")}
+	}
+	if st == catalog.RetryRunning {
+		return usageError{errors.New("--state running: a running row cannot be requeued")}
+	}
+	ctx := cmd.Context()
+	q, err := a.retryQueue(ctx)
+	if err != nil {
+		return err
+	}
+	var ids []int64
+	if all {
+		rows, err := q.List(ctx, catalog.RetryFilter{State: st})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.State != catalog.RetryRunning {
+				ids = append(ids, r.ID)
+			}
+		}
+	} else {
+		id, err := a.retryRow(ctx, q, args[0])
+		if err != nil {
+			return err
+		}
+		ids = []int64{id}
+	}
+	view := retryActionView{DryRun: dryRun, Items: []*catalog.RetryRow{}}
+	for _, id := range ids {
+		r, err := do(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		view.Items = append(view.Items, r)
+	}
+	if out != "table" {
+		return printStructured(a.s.Out, out, view)
+	}
+	prefix := ""
+	if dryRun {
+		prefix = "would be "
+	}
+	for _, r := range view.Items {
+		fmt.Fprintf(a.s.Out, "retry row %d (%s %s at %s) %s%s\n", r.ID, r.Key, cmp.Or(r.ItemID, ""), cmp.Or(r.Plugin, "-"), prefix, verb)
+	}
+	if len(view.Items) == 0 {
+		fmt.Fprintln(a.s.Out, "nothing to do: no row matches")
+	}
+	if dryRun {
+		fmt.Fprintln(a.s.Out, "(dry run: nothing changed)")
+	}
+	return nil
+}

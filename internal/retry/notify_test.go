@@ -1,0 +1,200 @@
+package retry_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/retry"
+)
+
+var secret = []byte("s3cret-shared-with-the-receiver")
+
+// hook is a real HTTP server that answers with the scripted statuses in
+// turn ("hang" waits until the client gives up), then 200; it records
+// every request.
+type hook struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	script  []string
+	got     []request
+	release chan struct{}
+}
+
+type request struct {
+	header http.Header
+	body   []byte
+}
+
+func newHook(t *testing.T, script ...string) *hook {
+	h := &hook{script: script, release: make(chan struct{})}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.got = append(h.got, request{header: r.Header.Clone(), body: body})
+		step := "200"
+		if len(h.script) > 0 {
+			step, h.script = h.script[0], h.script[1:]
+		}
+		h.mu.Unlock()
+		switch step {
+		case "hang":
+			select {
+			case <-r.Context().Done():
+			case <-h.release:
+			}
+		case "500":
+			http.Error(w, "boom", http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	t.Cleanup(func() { close(h.release); h.srv.Close() })
+	return h
+}
+
+func (h *hook) requests() []request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]request(nil), h.got...)
+}
+
+func (f *fixture) notifier(t *testing.T, st catalog.Outbox, holder string) *retry.Notifier {
+	t.Helper()
+	n, err := retry.NewNotifier(&retry.NotifierConfig{Store: st, Secret: secret, Holder: holder, Now: f.clock.Now,
+		Timeout: 300 * time.Millisecond, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	return n
+}
+
+// TestWebhookDeliveryRetries: a webhook that answers 500, then hangs
+// past the timeout, then accepts gets the notification three times, each
+// signed over the body with the shared secret and carrying the same
+// idempotency key; the outbox backs off between attempts and, once
+// delivered, sends nothing more.
+func TestWebhookDeliveryRetries(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	h := newHook(t, "500", "hang")
+	q := f.queue(t, f.st, policy(1), h.srv.URL+"/lethe")
+	w := f.owner(t, "w")
+	_, err := q.Record(f.ctx, failing(w, "boom"))
+	require.NoError(t, err)
+	n := f.notifier(t, f.st, "me")
+
+	for attempt := 1; attempt <= 3; attempt++ {
+		sent, err := n.DeliverDue(f.ctx)
+		require.NoError(t, err)
+		require.Len(t, h.requests(), attempt, "one request per attempt")
+		if attempt < 3 {
+			require.Zero(t, sent)
+			pending, err := f.st.ListNotifications(f.ctx, catalog.NotificationPending, 0)
+			require.NoError(t, err)
+			require.Len(t, pending, 1)
+			assert.NotEmpty(t, pending[0].LastError)
+			// Not again before its backoff.
+			sent, err = n.DeliverDue(f.ctx)
+			require.NoError(t, err)
+			require.Zero(t, sent)
+			require.Len(t, h.requests(), attempt)
+			require.True(t, pending[0].NextAttemptAt.After(f.clock.Now()))
+			f.clock.Advance(pending[0].NextAttemptAt.Sub(f.clock.Now()))
+		} else {
+			require.Equal(t, 1, sent)
+		}
+	}
+	f.clock.Advance(24 * time.Hour)
+	sent, err := n.DeliverDue(f.ctx)
+	require.NoError(t, err)
+	require.Zero(t, sent)
+	reqs := h.requests()
+	require.Len(t, reqs, 3, "delivered: nothing more is sent")
+	for _, r := range reqs {
+		assert.True(t, retry.Verify(secret, r.body, r.header.Get(retry.HeaderSignature)), "signature %q", r.header.Get(retry.HeaderSignature))
+		assert.False(t, retry.Verify([]byte("wrong"), r.body, r.header.Get(retry.HeaderSignature)))
+		assert.Equal(t, reqs[0].header.Get(retry.HeaderIdempotencyKey), r.header.Get(retry.HeaderIdempotencyKey))
+		assert.Equal(t, retry.EventDeletionStuck, r.header.Get(retry.HeaderEvent))
+		assert.Equal(t, "application/json", r.header.Get("Content-Type"))
+	}
+	var ev retry.Event
+	require.NoError(t, json.Unmarshal(reqs[0].body, &ev))
+	assert.Equal(t, ev.ID, reqs[0].header.Get(retry.HeaderIdempotencyKey))
+	delivered, err := f.st.ListNotifications(f.ctx, catalog.NotificationDelivered, 0)
+	require.NoError(t, err)
+	require.Len(t, delivered, 1)
+	assert.Equal(t, 3, delivered[0].Attempts)
+}
+
+// TestNotificationSurvivesACrash: the event and its notification are
+// committed together, so a process that dies before (or while) sending
+// loses nothing: another notifier on the reopened catalog delivers it,
+// once the dead one's lease has expired.
+func TestNotificationSurvivesACrash(t *testing.T) {
+	for _, drv := range driverNames {
+		t.Run(drv, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, drv)
+			h := newHook(t)
+			q := f.queue(t, f.st, policy(1), h.srv.URL)
+			w := f.owner(t, "w")
+			_, err := q.Record(f.ctx, failing(w, "boom"))
+			require.NoError(t, err)
+			// The crashed process had claimed it and never answered.
+			claimed, err := f.st.ClaimNotifications(f.ctx, "dead-process", time.Minute, 10)
+			require.NoError(t, err)
+			require.Len(t, claimed, 1)
+			require.NoError(t, f.st.Close())
+
+			st := f.open() // the restart
+			n := f.notifier(t, st, "new-process")
+			sent, err := n.DeliverDue(f.ctx)
+			require.NoError(t, err)
+			require.Zero(t, sent, "the dead process's lease is still live")
+			f.clock.Advance(time.Minute + time.Second)
+			sent, err = n.DeliverDue(f.ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, sent)
+			require.Len(t, h.requests(), 1)
+			assert.True(t, retry.Verify(secret, h.requests()[0].body, h.requests()[0].header.Get(retry.HeaderSignature)))
+		})
+	}
+}
+
+func TestNotifierNeedsASecret(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	_, err := retry.NewNotifier(&retry.NotifierConfig{Store: f.st, Holder: "me"})
+	require.ErrorContains(t, err, "secret")
+	_, err = retry.New(&retry.Config{Store: f.st, Webhooks: []string{"ftp://x"}})
+	require.ErrorContains(t, err, "--notify-webhook")
+}
+
+// TestNotifierRunWakes: Run delivers what is due and sleeps until woken.
+func TestNotifierRunWakes(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	h := newHook(t)
+	q := f.queue(t, f.st, policy(1), h.srv.URL)
+	n := f.notifier(t, f.st, "me")
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	q.Attach(nil, n.Wake)
+	_, err := q.Record(f.ctx, failing(f.owner(t, "w"), "boom"))
+	require.NoError(t, err)
+	for range 500 {
+		if len(h.requests()) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	require.NoError(t, <-done)
+	require.Len(t, h.requests(), 1)
+}

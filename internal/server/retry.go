@@ -1,0 +1,93 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/retry"
+)
+
+// The retry queue in the daemon: a collector claims due rows with leases
+// and runs them (backup items: the backup's deletion, by key), and a
+// notifier delivers the outbox to the webhooks.
+
+// retryParts builds the collector and, when a secret is configured, the
+// notifier; both wake when the queue records something in this process.
+func (s *Server) retryParts() (*retry.Collector, *retry.Notifier, error) {
+	q := s.cfg.Deleter.Retry()
+	col, err := retry.NewCollector(&retry.CollectorConfig{
+		Queue: q, Holder: s.cfg.Deleter.Holder(), Logger: s.cfg.Logger, LeaseTTL: s.cfg.RetryLeaseTTL,
+		Handlers: map[string]retry.Handler{retry.KindBackupItem: s.runBackupRetry},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var nt *retry.Notifier
+	if len(s.cfg.NotifySecret) > 0 {
+		nt, err = retry.NewNotifier(&retry.NotifierConfig{
+			Store: q.Store(), Secret: s.cfg.NotifySecret, Timeout: s.cfg.NotifyTimeout, Holder: s.cfg.Deleter.Holder(),
+			Logger: s.cfg.Logger, Metrics: s.retryMetrics,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	} else if len(q.Webhooks()) > 0 {
+		return nil, nil, errors.New("--notify-webhook needs a shared secret: set LETHE_NOTIFY_SECRET or --notify-secret-file")
+	}
+	q.Attach(s.retryMetrics, func() {
+		col.Wake()
+		if nt != nil {
+			nt.Wake()
+		}
+	})
+	return col, nt, nil
+}
+
+// runBackupRetry runs the deletion of the backup whose items are due. The
+// items of one backup are sent again together, in one pass over its
+// tarball, once the latest of its waiting rows is due: no plugin is asked
+// again before the retryAfter it gave.
+func (s *Server) runBackupRetry(ctx context.Context, rows []*catalog.RetryRow) error {
+	q := s.cfg.Deleter.Retry()
+	uid := rows[0].OwnerUID
+	r, err := s.cfg.Store.GetByUID(ctx, uid)
+	if errors.Is(err, catalog.ErrNotFound) || (err == nil && r.Phase != catalog.PhaseDeleting) {
+		// Purged, or no longer being deleted: nothing to retry.
+		key := rows[0].Key
+		_, err := q.Store().DeleteRetries(ctx, key, nil)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	waiting, err := q.List(ctx, catalog.RetryFilter{OwnerUID: uid, State: catalog.RetryRetryable})
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	latest := now
+	for _, w := range waiting {
+		if w.NextAttemptAt.After(latest) && !slices.ContainsFunc(rows, func(c *catalog.RetryRow) bool { return c.ID == w.ID }) {
+			latest = w.NextAttemptAt
+		}
+	}
+	if latest.After(now) {
+		return &retry.DeferError{Until: latest, Reason: "the items of one backup are retried together, when the last of them is due"}
+	}
+	rep, err := s.cfg.Deleter.Run(ctx, r.Name, deletion.Options{NoPlugins: s.cfg.NoPlugins, Unattended: true})
+	s.notePluginMissing(uid, err)
+	var held *catalog.LeaseHeldError
+	if errors.As(err, &held) {
+		return &retry.DeferError{Until: held.ExpiresAt, Reason: "its deletion is running in " + held.Holder}
+	}
+	if err != nil {
+		s.deletions.WithLabelValues("error").Inc()
+		return err
+	}
+	s.deletions.WithLabelValues(string(rep.Result)).Inc()
+	s.log.Info("retried deletion ran", "backup", rep.Backup, "result", rep.Result, "unsettled", rep.UnsettledCount)
+	return nil
+}
