@@ -70,6 +70,17 @@ func (c *Collector) drive(ctx context.Context, target *driveTarget) (Outcome, er
 			return "", err
 		}
 	}
+	if target != nil {
+		// The target first: what changed before the feed was opened is
+		// seen now.
+		if r, err := c.st.Get(ctx, target.key); err == nil {
+			if err := c.claimAndStep(ctx, r.UID); err != nil {
+				return "", err
+			}
+		} else if !errors.Is(err, catalog.ErrNotFound) {
+			return "", err
+		}
+	}
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {

@@ -157,7 +157,9 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		if err := c.runPlugins(ctx, entered); err != nil {
 			return result{}, err
 		}
-		for i, d := range entered {
+		gone := map[string]bool{}
+		waiting := map[string]*catalog.Resource{}
+		for _, d := range entered {
 			if d.Phase != catalog.PhaseDeleting {
 				continue
 			}
@@ -166,13 +168,27 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				return result{}, err
 			}
 			if res.done {
-				entered[i] = nil
-			} else if res.stuck != nil {
-				d.Conditions = append(d.Conditions, catalog.Condition{Type: ConditionStuck, Status: "True", Reason: res.stuck.reason, Message: res.stuck.message()})
+				gone[d.UID] = true
+				continue
 			}
+			x := *d
+			x.Conditions = slices.DeleteFunc(slices.Clone(d.Conditions), func(cd catalog.Condition) bool { return cd.Type == ConditionStuck })
+			if res.stuck != nil {
+				x.Conditions = append(x.Conditions, catalog.Condition{Type: ConditionStuck, Status: "True", Reason: res.stuck.reason, Message: res.stuck.message()})
+			}
+			waiting[d.UID] = &x
 		}
-		w.dependents = slices.DeleteFunc(w.dependents, func(d *catalog.Resource) bool { return !slices.Contains(entered, d) })
-		// A dependent already Deleting may have gone in the inline step.
+		var left []*catalog.Resource
+		for _, d := range w.dependents {
+			if gone[d.UID] {
+				continue
+			}
+			if x, ok := waiting[d.UID]; ok {
+				d = x
+			}
+			left = append(left, d)
+		}
+		w.dependents = left
 	}
 
 	// 4. The cascade finalizer goes once no blocking dependent is left.
