@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,12 +82,14 @@ type fixture struct {
 	c      *gc.Collector
 	record string
 	locks  string
+	// skew moves the collector's clock on (retry times).
+	skew *atomic.Int64
 }
 
 func newFixture(t *testing.T, st catalog.Store, withPlugins bool) *fixture {
 	t.Helper()
-	f := &fixture{t: t, ctx: catalog.WithActor(context.Background(), "test"), st: st}
-	cfg := gc.Config{Store: st, NoPlugins: true, PollInterval: 50 * time.Millisecond, Recheck: time.Hour, LeaseTTL: 5 * time.Second}
+	f := &fixture{t: t, ctx: catalog.WithActor(context.Background(), "test"), st: st, skew: new(atomic.Int64)}
+	cfg := gc.Config{Store: st, NoPlugins: true, Now: func() time.Time { return time.Now().Add(time.Duration(f.skew.Load())) }, PollInterval: 50 * time.Millisecond, Recheck: time.Hour, LeaseTTL: 5 * time.Second}
 	if withPlugins {
 		dir := t.TempDir()
 		f.record, f.locks = filepath.Join(dir, "record.tsv"), filepath.Join(dir, "locks")

@@ -64,8 +64,8 @@ type pluginState struct {
 	done     map[string]bool
 	row      *catalog.ItemOutcome // the unsettled plugin, if any
 	settle   []catalog.ItemOutcome
-	stopped  bool                 // an unsettled plugin this run: later plugins wait
-	dirty    bool                 // progress to save
+	stopped  bool // an unsettled plugin this run: later plugins wait
+	dirty    bool // progress to save
 	hadState bool
 }
 

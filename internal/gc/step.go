@@ -68,7 +68,7 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 
 	// 1. Dependents, by the owner's propagation policy.
 	var entered []*catalog.Resource
-	if cascading || policy != Foreground {
+	{
 		deps, err := c.st.Dependents(ctx, r.UID)
 		if err != nil {
 			return result{}, err
