@@ -75,7 +75,8 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.defaultDelay, "default-deletion-delay", "", "grace window for backups without a lethe.io/deletion-delay annotation (env LETHE_DEFAULT_DELETION_DELAY; default none)")
 	g.trust.add(pf)
 
-	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newMigrateCmd(a), newVersionCmd(a))
+	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newMigrateCmd(a), newVersionCmd(a),
+		newDeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a))
 	return root, a
 }
 

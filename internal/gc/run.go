@@ -39,6 +39,10 @@ type DriveOptions struct {
 	// Progress is called after each pass with the number of resources
 	// purged so far.
 	Progress func(purged int)
+	// UID, when set, is the resource's UID: Drive then also carries on
+	// after a resource purged by someone else (a Backup purged by the
+	// deletion pipeline), whose dependents lose their owner.
+	UID string
 }
 
 // Drive runs the collector in process until k is purged and nothing it
@@ -73,12 +77,18 @@ func (c *Collector) drive(ctx context.Context, target *driveTarget) (Outcome, er
 	if target != nil {
 		// The target first: what changed before the feed was opened is
 		// seen now.
-		if r, err := c.st.Get(ctx, target.key); err == nil {
+		r, err := c.st.Get(ctx, target.key)
+		switch {
+		case err == nil:
 			if err := c.claimAndStep(ctx, r.UID); err != nil {
 				return "", err
 			}
-		} else if !errors.Is(err, catalog.ErrNotFound) {
+		case !errors.Is(err, catalog.ErrNotFound):
 			return "", err
+		case target.opts.UID != "":
+			if err := c.claimAndStep(ctx, target.opts.UID); err != nil {
+				return "", err
+			}
 		}
 	}
 	poll := time.NewTimer(0)
