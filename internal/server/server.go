@@ -22,6 +22,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/softdelete"
 	"github.com/lethehq/lethe/internal/ttl"
 )
@@ -64,6 +65,9 @@ type Config struct {
 	// NoPlugins: the operator said running with no plugin installed is
 	// intended (see deletion.Options.NoPlugins); audited on each purge.
 	NoPlugins bool
+	// Collector, when set, is the garbage collector, run from the change
+	// feed (see gc.go).
+	Collector *gc.Collector
 }
 
 // Server is the daemon.
@@ -138,7 +142,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	timers, err := softdelete.New(&softdelete.Config{
-		Store: s.cfg.Store, Logger: s.cfg.Logger, Now: s.cfg.Now,
+		Store: s.timersStore(), Logger: s.cfg.Logger, Now: s.cfg.Now,
 		Handlers: map[string]softdelete.Handler{
 			backup.Kind: func(ctx context.Context, r *catalog.Resource) error {
 				_, err := s.cfg.Deleter.Delete(catalog.WithActor(ctx, "softdelete"), r.Name, deletion.Options{
@@ -159,13 +163,14 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	errs := make(chan error, 4+s.cfg.Workers)
+	errs := make(chan error, 5+s.cfg.Workers)
 	wg.Go(func() { errs <- ttlc.Run(ctx) })
 	wg.Go(func() { errs <- timers.Run(ctx) })
 	for range s.cfg.Workers {
 		wg.Go(func() { errs <- s.work(ctx) })
 	}
 	wg.Go(func() { errs <- s.reconcile(ctx) })
+	wg.Go(func() { errs <- s.runCollector(ctx) })
 	if ln != nil {
 		srv := &http.Server{Handler: promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 		wg.Go(func() {
