@@ -10,6 +10,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/gc"
 )
 
@@ -53,7 +54,8 @@ func (a *app) collector(ctx context.Context) (*gc.Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gc.New(gc.Config{Store: st, Plugins: gc.HostPlugins(h), Logger: a.log})
+	return gc.New(gc.Config{Store: st, Plugins: gc.HostPlugins(h), Logger: a.log,
+		Holder: deletion.DefaultHolder(), DeadHolder: deletion.DeadLocalHolder})
 }
 
 // resourceKey reads KIND NAME [-n NS].

@@ -138,8 +138,12 @@ type Config struct {
 	Logger    hclog.Logger
 	Now       func() time.Time
 	// Holder names this process in leases.
-	Holder   string
-	LeaseTTL time.Duration
+	Holder string
+	// DeadHolder, when set, reports whether a lease holder is a process
+	// known to be dead (deletion.DeadLocalHolder): its leases are taken
+	// over at once instead of after they expire.
+	DeadHolder func(holder string) bool
+	LeaseTTL   time.Duration
 	// Recheck is how long a waiting resource stays parked when no event
 	// wakes it: a safety net over the change feed, on Deleting resources
 	// only (never a scan of the catalog).

@@ -156,10 +156,21 @@ func (c *Collector) driveDone(ctx context.Context, t *driveTarget) (Outcome, boo
 			return "", false, err
 		}
 		now := c.now()
+		busy := false
 		for _, w := range items {
-			if !w.RunAt.After(now) || w.Holder != "" {
-				return "", false, nil // something is due or running
+			if w.Holder != "" && w.Holder != c.cfg.Holder && c.cfg.DeadHolder != nil && c.cfg.DeadHolder(w.Holder) {
+				if err := c.claimAndStep(ctx, w.Key); err != nil {
+					return "", false, err
+				}
+				busy = true
+				continue
 			}
+			if !w.RunAt.After(now) || w.Holder != "" {
+				busy = true // something is due or running
+			}
+		}
+		if busy {
+			return "", false, nil
 		}
 		return OutcomePurged, true, nil
 	case err != nil:
@@ -269,6 +280,10 @@ func (c *Collector) claimAndStep(ctx context.Context, uid string) error {
 		}
 		w, err = c.st.ClaimKey(ctx, Queue, uid, c.cfg.Holder, c.cfg.LeaseTTL)
 	}
+	var held *catalog.LeaseHeldError
+	if errors.As(err, &held) && c.cfg.DeadHolder != nil && c.cfg.DeadHolder(held.Holder) {
+		w, err = c.takeOver(ctx, uid, held.Holder)
+	}
 	if errors.Is(err, catalog.ErrLeaseHeld) || errors.Is(err, catalog.ErrNotFound) {
 		return nil
 	}
@@ -276,6 +291,21 @@ func (c *Collector) claimAndStep(ctx context.Context, uid string) error {
 		return err
 	}
 	return c.stepClaimed(ctx, w)
+}
+
+// takeOver claims the item of a dead holder at once.
+func (c *Collector) takeOver(ctx context.Context, uid, holder string) (*catalog.WorkItem, error) {
+	cur, err := c.st.GetWork(ctx, Queue, uid)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Holder == holder {
+		c.log.Info("taking over the lease of a dead process", "holder", holder, "uid", uid)
+		if err := c.st.Release(ctx, cur.Fence(), c.now(), "holder "+holder+" died"); err != nil && !errors.Is(err, catalog.ErrLeaseLost) {
+			return nil, err
+		}
+	}
+	return c.st.ClaimKey(ctx, Queue, uid, c.cfg.Holder, c.cfg.LeaseTTL)
 }
 
 // stepClaimed steps a claimed item under its fence, then completes it or
