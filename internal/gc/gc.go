@@ -263,31 +263,49 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 			return plan, nil
 		}
 	}
-	if _, err := c.enter(ctx, r, prop, cmp.Or(opts.Reason, "deletion requested"), opts.Force || r.Phase == catalog.PhaseScheduled); err != nil {
+	if _, err := c.enter(ctx, r, prop, cmp.Or(opts.Reason, "deletion requested"), opts.Force || r.Phase == catalog.PhaseScheduled, true); err != nil {
 		return nil, err
 	}
 	return plan, nil
 }
 
-// enter moves r to Deleting with the collector's finalizers and queues it
-// (before the move, so that a crash between the two leaves a queued item,
-// not an untracked Deleting resource). A Backup is queued for the backup
-// deletion pipeline as well, which runs its items and purges it.
-func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force bool) (*catalog.Resource, error) {
+// enter moves r to Deleting with the collector's finalizers. With queue,
+// r is queued first (so that a crash between the two leaves a queued item,
+// not an untracked Deleting resource): the root of a request is. A
+// dependent entered by a cascade is queued only if its inline step leaves
+// it waiting (see queueLeft): until then its owner's item stands for it,
+// and a start of the continuous collector queues every Deleting resource.
+// A Backup is queued for the backup deletion pipeline as well, which runs
+// its items and purges it. The delete-actions finalizer is set only when
+// a plugin selects the resource.
+func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool) (*catalog.Resource, error) {
 	now := c.now()
-	fins := Finalizers
+	fins := []string{catalog.FinalizerCascade}
+	if len(c.selecting(r)) > 0 {
+		fins = Finalizers
+	}
 	if r.Kind == BackupKind {
 		fins = []string{catalog.FinalizerDeleteActions}
 		if _, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: BackupQueue, Key: r.UID, RunAt: now}); err != nil {
 			return nil, err
 		}
+		queue = true
 	}
-	if _, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: now}); err != nil {
-		return nil, err
+	if queue {
+		if _, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: now}); err != nil {
+			return nil, err
+		}
 	}
 	return c.st.Delete(ctx, r.Key(), catalog.DeleteOptions{
 		Propagation: catalog.Propagation(prop), Finalizers: fins, Force: force, Reason: reason,
 	})
+}
+
+// queueLeft queues a resource a cascade moved to Deleting that is still
+// waiting after its inline step.
+func (c *Collector) queueLeft(ctx context.Context, r *catalog.Resource, next time.Time) error {
+	_, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: cmp.Or(next, c.now().Add(c.cfg.Recheck))})
+	return err
 }
 
 // EnterDeleting wraps a catalog so that every non-backup resource it moves

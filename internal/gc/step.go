@@ -106,7 +106,7 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 			if policy == Foreground {
 				prop = Foreground
 			}
-			nd, err := c.enter(ctx, d, prop, "owner "+r.Key().String()+" deleted ("+string(policy)+")", true)
+			nd, err := c.enter(ctx, d, prop, "owner "+r.Key().String()+" deleted ("+string(policy)+")", true, false)
 			if errors.Is(err, catalog.ErrInvalidTransition) {
 				continue // moved on meanwhile; its next event wakes us
 			}
@@ -138,7 +138,7 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				if x.Phase == catalog.PhaseDeleting {
 					continue
 				}
-				nx, err := c.enter(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted", true)
+				nx, err := c.enter(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted", true, false)
 				if errors.Is(err, catalog.ErrInvalidTransition) {
 					continue
 				}
@@ -153,6 +153,13 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 	// 3. Step what the cascade moved to Deleting, in process: their
 	// plugins in one batch, then each on its own. What is left waiting
 	// keeps its queued item.
+	if len(entered) > 0 && depth >= MaxInlineDepth {
+		for _, d := range entered {
+			if err := c.queueLeft(ctx, d, c.now()); err != nil {
+				return result{}, err
+			}
+		}
+	}
 	if len(entered) > 0 && depth < MaxInlineDepth {
 		if err := c.runPlugins(ctx, entered); err != nil {
 			return result{}, err
@@ -170,6 +177,9 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 			if res.done {
 				gone[d.UID] = true
 				continue
+			}
+			if err := c.queueLeft(ctx, d, res.next); err != nil {
+				return result{}, err
 			}
 			x := *d
 			x.Conditions = slices.DeleteFunc(slices.Clone(d.Conditions), func(cd catalog.Condition) bool { return cd.Type == ConditionStuck })
@@ -280,7 +290,7 @@ func (c *Collector) ownerGone(ctx context.Context, uid string, depth int) error 
 			}
 			continue
 		}
-		nd, err := c.enter(ctx, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged", true)
+		nd, err := c.enter(ctx, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged", true, false)
 		if errors.Is(err, catalog.ErrInvalidTransition) {
 			continue
 		}
@@ -289,14 +299,25 @@ func (c *Collector) ownerGone(ctx context.Context, uid string, depth int) error 
 		}
 		entered = append(entered, nd)
 	}
-	if len(entered) == 0 || depth >= MaxInlineDepth {
+	if len(entered) == 0 {
 		return nil
 	}
-	if err := c.runPlugins(ctx, entered); err != nil {
-		return err
+	if depth < MaxInlineDepth {
+		if err := c.runPlugins(ctx, entered); err != nil {
+			return err
+		}
 	}
 	for _, d := range entered {
-		if _, err := c.stepResource(ctx, d, depth+1); err != nil {
+		if depth < MaxInlineDepth {
+			res, err := c.stepResource(ctx, d, depth+1)
+			if err != nil {
+				return err
+			}
+			if res.done {
+				continue
+			}
+		}
+		if err := c.queueLeft(ctx, d, time.Time{}); err != nil {
 			return err
 		}
 	}
