@@ -72,14 +72,19 @@ func (c *Collector) Plan(ctx context.Context, k catalog.Key, prop Propagation) (
 		target, referrer *catalog.Resource
 	}
 	var blocks []blockRef
+	// A resource is marked deleted when queued, so that an owner queued
+	// but not yet visited does not count as remaining.
 	queue := []todo{{root, prop, "requested"}}
+	deleted[root.UID] = true
+	push := func(t todo) {
+		if !deleted[t.r.UID] {
+			deleted[t.r.UID] = true
+			queue = append(queue, t)
+		}
+	}
 	for len(queue) > 0 {
 		t := queue[0]
 		queue = queue[1:]
-		if deleted[t.r.UID] {
-			continue
-		}
-		deleted[t.r.UID] = true
 		p.Entries = append(p.Entries, PlanEntry{Resource: t.r.Key(), Action: ActionDelete, Phase: t.r.Phase, Reason: t.reason + " (" + string(t.prop) + ")", Plugins: c.planPlugins(t.r)})
 		deps, err := c.st.Dependents(ctx, t.r.UID)
 		if err != nil {
@@ -118,7 +123,7 @@ func (c *Collector) Plan(ctx context.Context, k catalog.Key, prop Propagation) (
 			if t.prop == Foreground {
 				next = Foreground
 			}
-			queue = append(queue, todo{d, next, "dependent of " + t.r.Key().String()})
+			push(todo{d, next, "dependent of " + t.r.Key().String()})
 		}
 		refs, err := c.st.Referrers(ctx, t.r.Key())
 		if err != nil {
@@ -136,7 +141,7 @@ func (c *Collector) Plan(ctx context.Context, k catalog.Key, prop Propagation) (
 					if xp == "" {
 						xp = Foreground
 					}
-					queue = append(queue, todo{x, xp, "cascade reference to " + t.r.Key().String()})
+					push(todo{x, xp, "cascade reference to " + t.r.Key().String()})
 				case catalog.RefAllowDangling:
 					p.Entries = append(p.Entries, PlanEntry{Resource: x.Key(), Action: ActionDangling, Phase: x.Phase, Reason: "keeps its reference to " + t.r.Key().String() + " (allowDangling)"})
 				}
