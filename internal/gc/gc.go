@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -160,6 +161,33 @@ type Collector struct {
 	cfg Config
 	st  Catalog
 	log hclog.Logger
+
+	// done remembers the resources this process purged and whose
+	// dependents it handled already, so that their own change events do
+	// not cost a lookup each (bounded; a miss only costs reads).
+	doneMu sync.Mutex
+	done   map[string]struct{}
+}
+
+const doneMax = 1 << 20
+
+func (c *Collector) markDone(uids ...string) {
+	c.doneMu.Lock()
+	defer c.doneMu.Unlock()
+	if c.done == nil || len(c.done)+len(uids) > doneMax {
+		c.done = map[string]struct{}{}
+	}
+	for _, u := range uids {
+		c.done[u] = struct{}{}
+	}
+}
+
+// isDone reports whether uid was marked done.
+func (c *Collector) isDone(uid string) bool {
+	c.doneMu.Lock()
+	defer c.doneMu.Unlock()
+	_, ok := c.done[uid]
+	return ok
 }
 
 // New returns a Collector.
@@ -223,8 +251,8 @@ func (e *RefusedError) Error() string {
 // it. Otherwise it moves the resource to Deleting (or Scheduled, when it
 // carries a grace window and Force is not set) with the collector's
 // finalizers and queues it; the collector (Run, or Drive) does the rest.
-// The returned plan says what the cascade would do; with DryRun nothing
-// changes.
+// With DryRun nothing changes and the returned plan is the whole cascade
+// (see Plan); otherwise it names the resource only.
 func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOptions) (*Plan, error) {
 	prop := cmp.Or(opts.Propagation, Foreground)
 	if _, err := ParsePropagation(string(prop)); err != nil {
@@ -241,10 +269,11 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 			return nil, &RefusedError{Key: k, Referrers: refs}
 		}
 	}
-	plan, err := c.Plan(ctx, k, prop)
-	if err != nil || opts.DryRun {
-		return plan, err
+	if opts.DryRun {
+		return c.Plan(ctx, k, prop)
 	}
+	// The whole plan is a walk of the cascade: only a dry run pays for it.
+	plan := &Plan{Root: k, Propagation: prop, Entries: []PlanEntry{{Resource: k, Action: ActionDelete, Phase: r.Phase, Reason: "requested (" + string(prop) + ")"}}}
 	if r.Phase == catalog.PhaseDeleting {
 		_, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: c.now()})
 		return plan, err

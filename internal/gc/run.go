@@ -196,14 +196,18 @@ func (c *Collector) wakeFor(ctx context.Context, ev catalog.Event, wake map[stri
 	if r == nil {
 		return
 	}
-	switch {
-	case ev.Type == catalog.EventDeleted:
-		if target != nil {
-			target.purged++
+	if ev.Type == catalog.EventDeleted && target != nil {
+		target.purged++
+	}
+	// One purged by this process's batch had no dependent: only its
+	// owners and block targets may move on.
+	if !c.isDone(r.UID) {
+		switch {
+		case ev.Type == catalog.EventDeleted:
+			wake[r.UID] = true // its dependents lose an owner
+		case r.Phase == catalog.PhaseDeleting:
+			wake[r.UID] = true
 		}
-		wake[r.UID] = true // its dependents lose an owner
-	case r.Phase == catalog.PhaseDeleting:
-		wake[r.UID] = true
 	}
 	for _, o := range r.Owners {
 		wake[o.UID] = true
@@ -262,7 +266,12 @@ func (c *Collector) pollDue(ctx context.Context) (int, error) {
 // first when Deleting. A lease held elsewhere means another process is on
 // it, and sees the same change.
 func (c *Collector) claimAndStep(ctx context.Context, uid string) error {
-	w, err := c.st.ClaimKey(ctx, Queue, uid, c.cfg.Holder, c.cfg.LeaseTTL)
+	// A read first: most changes concern resources without an item.
+	_, err := c.st.GetWork(ctx, Queue, uid)
+	var w *catalog.WorkItem
+	if err == nil {
+		w, err = c.st.ClaimKey(ctx, Queue, uid, c.cfg.Holder, c.cfg.LeaseTTL)
+	}
 	if errors.Is(err, catalog.ErrNotFound) {
 		r, gerr := c.st.GetByUID(ctx, uid)
 		switch {

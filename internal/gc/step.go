@@ -69,6 +69,11 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 	// 1. Dependents, by the owner's propagation policy.
 	var entered []*catalog.Resource
 	{
+		// Dependents that can go at once (no finalizer, dependent, plugin
+		// or held reference) are deleted and purged in one batch; those
+		// the catalog finds held take the step by step path.
+		var fast []catalog.CollectItem
+		slow := map[string]*catalog.Resource{}
 		deps, err := c.st.Dependents(ctx, r.UID)
 		if err != nil {
 			return result{}, err
@@ -106,6 +111,12 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 			if policy == Foreground {
 				prop = Foreground
 			}
+			if c.leaf(d) {
+				fast = append(fast, catalog.CollectItem{UID: d.UID, ResourceVersion: d.ResourceVersion, Propagation: catalog.Propagation(prop),
+					Reason: "owner " + r.Key().String() + " deleted (" + string(policy) + "); nothing held it"})
+				slow[d.UID] = d
+				continue
+			}
 			nd, err := c.enter(ctx, d, prop, "owner "+r.Key().String()+" deleted ("+string(policy)+")", true, false)
 			if errors.Is(err, catalog.ErrInvalidTransition) {
 				continue // moved on meanwhile; its next event wakes us
@@ -116,6 +127,34 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 			entered = append(entered, nd)
 			if block {
 				w.dependents = append(w.dependents, nd)
+			}
+		}
+
+		if len(fast) > 0 {
+			gone, err := c.st.CollectBatch(c.actor(ctx), fast)
+			if err != nil {
+				return result{}, err
+			}
+			c.markDone(gone...)
+			for _, uid := range gone {
+				delete(slow, uid)
+			}
+			for _, it := range fast {
+				d, ok := slow[it.UID]
+				if !ok {
+					continue
+				}
+				nd, err := c.enter(ctx, d, Propagation(it.Propagation), it.Reason, true, false)
+				if errors.Is(err, catalog.ErrInvalidTransition) {
+					continue
+				}
+				if err != nil {
+					return result{}, err
+				}
+				entered = append(entered, nd)
+				if edge := ownerEdge(nd, r.UID); edge != nil && policy == Foreground && edge.BlockOwnerDeletion {
+					w.dependents = append(w.dependents, nd)
+				}
 			}
 		}
 	}
@@ -253,6 +292,13 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		return result{}, err
 	}
 	return result{next: w.pluginNext, stuck: w.stuck}, nil
+}
+
+// leaf says whether d may take the batch path: not a backup, no
+// finalizer, no plugin selecting it. The catalog checks the rest (no
+// dependent, no held reference, unchanged) in the same transaction.
+func (c *Collector) leaf(d *catalog.Resource) bool {
+	return d.Kind != BackupKind && len(d.Finalizers) == 0 && len(c.selecting(d)) == 0
 }
 
 func purgeReason(r *catalog.Resource) string {

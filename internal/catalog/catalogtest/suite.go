@@ -81,6 +81,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, newStore) })
 	t.Run("FenceByEpoch", func(t *testing.T) { testFenceByEpoch(t, newStore) })
 	t.Run("FencedResourceWrites", func(t *testing.T) { testFencedResourceWrites(t, newStore) })
+	t.Run("CollectBatch", func(t *testing.T) { testCollectBatch(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {
