@@ -68,7 +68,7 @@ func resourceKey(kind, name, ns string) (catalog.Key, error) {
 
 func newDeleteCmd(a *app) *cobra.Command {
 	var ns, cascade, file string
-	var dryRun, yes, wait, async, force bool
+	var dryRun, yes, wait, async, force, noPlugins bool
 	c := &cobra.Command{
 		Use:   "delete KIND NAME",
 		Short: "Delete a resource of any kind, with its dependents (cascade)",
@@ -125,6 +125,7 @@ Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
 	fl.BoolVar(&wait, "wait", false, "run the collector here until the cascade is done or stuck (default on a terminal)")
 	fl.BoolVar(&async, "async", false, "only request the deletion; 'lethe server' carries it out")
 	fl.BoolVar(&force, "force", false, "skip the grace window (lethe.io/deletion-delay) and delete now")
+	fl.BoolVar(&noPlugins, "no-plugins", false, "backups only: allow the deletion with no plugin installed (as lethe backup delete --no-plugins)")
 	fl.StringVarP(&file, "filename", "f", "", "delete the resources of a manifest file (not available yet)")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
@@ -152,7 +153,7 @@ Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
 		}
 		ctx := cmd.Context()
 		if k.Kind == backup.Kind {
-			return a.deleteBackup(cmd, k, prop, dryRun, yes, wait, force, *out)
+			return a.deleteBackup(cmd, k, prop, backupFlags{dryRun: dryRun, yes: yes, wait: wait, force: force, noPlugins: noPlugins}, *out)
 		}
 		col, err := a.collector(ctx)
 		if err != nil {
@@ -193,7 +194,9 @@ Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
 
 // deleteBackup is 'lethe backup delete' (the deletion pipeline), then the
 // collector on the backup's dependents.
-func (a *app) deleteBackup(cmd *cobra.Command, k catalog.Key, prop gc.Propagation, dryRun, yes, wait, force bool, out string) error {
+type backupFlags struct{ dryRun, yes, wait, force, noPlugins bool }
+
+func (a *app) deleteBackup(cmd *cobra.Command, k catalog.Key, prop gc.Propagation, fl backupFlags, out string) error {
 	if prop == gc.Orphan {
 		return usageError{errors.New("--cascade=orphan is not supported for backups yet: orphan the backup's dependents first (lethe apply without the owner), then delete it")}
 	}
@@ -214,12 +217,13 @@ func (a *app) deleteBackup(cmd *cobra.Command, k catalog.Key, prop gc.Propagatio
 			_ = bc.Flags().Set(name, "true")
 		}
 	}
-	set("dry-run", dryRun)
-	set("yes", yes)
-	set("force", force)
-	set("async", !wait)
+	set("dry-run", fl.dryRun)
+	set("yes", fl.yes)
+	set("force", fl.force)
+	set("no-plugins", fl.noPlugins)
+	set("async", !fl.wait)
 	_ = bc.Flags().Set("output", out)
-	if err := bc.RunE(bc, []string{k.Name}); err != nil || dryRun || !wait || uid == "" {
+	if err := bc.RunE(bc, []string{k.Name}); err != nil || fl.dryRun || !fl.wait || uid == "" {
 		return err
 	}
 	col, err := a.collector(ctx)

@@ -111,3 +111,27 @@ func TestDeleteExplainFinalize(t *testing.T) {
 	code, _, _ = run(t, home, false, "", "explain", "Bucket", "nope")
 	require.Equal(t, exitNotFound, code)
 }
+
+// TestDeleteBackupIsBackupDelete: `lethe delete backup NAME` runs the
+// backup deletion, then the collector on the backup's dependents.
+func TestDeleteBackupIsBackupDelete(t *testing.T) {
+	home, tarball := newHome(t)
+	code, _, stderr := run(t, home, false, "", "backup", "create", "b1", "--from", tarball)
+	require.Equal(t, 0, code, stderr)
+	ctx := context.Background()
+	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(home, "lethe.db"), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	b, err := st.Get(ctx, catalog.Key{Kind: "Backup", Name: "b1"})
+	require.NoError(t, err)
+	snap, err := st.Create(ctx, &catalog.Resource{Kind: "VolumeSnapshot", Namespace: "prod", Name: "snap-a",
+		Owners: []catalog.OwnerRef{{UID: b.UID, Kind: "Backup", Name: "b1", BlockOwnerDeletion: true}}})
+	require.NoError(t, err)
+
+	code, _, stderr = run(t, home, false, "", "delete", "backup", "b1", "--yes", "--wait", "--no-plugins")
+	require.Equal(t, 0, code, stderr)
+	for _, k := range []catalog.Key{b.Key(), snap.Key()} {
+		_, err := st.Get(ctx, k)
+		require.ErrorIs(t, err, catalog.ErrNotFound, "%s", k)
+	}
+}
