@@ -182,7 +182,7 @@ Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
 			return gcError(err)
 		}
 		if plan.ScheduledUntil != nil {
-			return a.gcResult(k, "scheduled", "grace window until "+plan.ScheduledUntil.UTC().Format("2006-01-02T15:04:05Z")+" (lethe backup undelete / --force)", *out)
+			return a.gcResult(k, "scheduled", "in its grace window until "+plan.ScheduledUntil.UTC().Format("2006-01-02T15:04:05Z")+"; delete again with --force to skip it", *out)
 		}
 		if !wait {
 			return a.gcResult(k, "requested", "lethe server carries it out; lethe explain "+strings.ToLower(k.Kind)+" "+k.Name+" shows progress", *out)

@@ -278,6 +278,10 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 		_, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: c.now()})
 		return plan, err
 	}
+	if r.Phase == catalog.PhaseScheduled && !opts.Force && r.DeletionDueAt != nil && r.DeletionDueAt.After(c.now()) {
+		plan.ScheduledUntil = r.DeletionDueAt // still in its grace window
+		return plan, nil
+	}
 	if d, ok := r.Annotations[catalog.AnnotationDeletionDelay]; ok && !opts.Force && r.Phase == catalog.PhaseActive {
 		delay, err := time.ParseDuration(d)
 		if err != nil {
@@ -292,7 +296,7 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 			return plan, nil
 		}
 	}
-	if _, err := c.enter(ctx, r, prop, cmp.Or(opts.Reason, "deletion requested"), opts.Force || r.Phase == catalog.PhaseScheduled, true); err != nil {
+	if _, err := c.enter(ctx, r, prop, cmp.Or(opts.Reason, "deletion requested"), opts.Force, true); err != nil {
 		return nil, err
 	}
 	return plan, nil

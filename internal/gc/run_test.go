@@ -63,6 +63,11 @@ func TestRunFollowsTheFeed(t *testing.T) {
 		_, err = f.c.Delete(f.ctx, w.Key(), gc.DeleteOptions{})
 		require.NoError(t, err)
 		f.requirePhase(w, catalog.PhaseScheduled)
+		// Asked again without --force: still in its grace window.
+		p, err := f.c.Delete(f.ctx, w.Key(), gc.DeleteOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, p.ScheduledUntil)
+		f.requirePhase(w, catalog.PhaseScheduled)
 		x, err := gc.EnterDeleting(f.st).Delete(f.ctx, w.Key(), catalog.DeleteOptions{Force: true, OnlyIfScheduled: true})
 		require.NoError(t, err)
 		require.Equal(t, gc.Finalizers, x.Finalizers)
