@@ -82,6 +82,8 @@ func TestPluginBlockedAndFailed(t *testing.T) {
 			require.Equal(t, gc.OutcomePurged, f.drive(o))
 			f.requirePurged(o, p)
 			require.Contains(t, f.recorded(), "test.lethe.io/b-second|pods/"+tc.outcome+"/web-1")
+			_, _, err = f.st.LoadProgress(f.ctx, p.UID)
+			require.ErrorIs(t, err, catalog.ErrNotFound, "the plugin progress goes with the resource")
 		}
 	})
 }

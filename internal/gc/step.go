@@ -273,8 +273,11 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		err := c.st.Purge(c.actor(ctx), r.Key(), catalog.PurgeOptions{Reason: purgeReason(r)})
 		switch {
 		case err == nil:
-			if err := c.st.DeleteProgress(ctx, r.UID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
-				c.log.Warn("removing plugin progress", "resource", r.Key(), "error", err)
+			// A read first: most resources never saved any progress.
+			if _, _, err := c.st.LoadProgress(ctx, r.UID); err == nil {
+				if err := c.st.DeleteProgress(ctx, r.UID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+					c.log.Warn("removing plugin progress", "resource", r.Key(), "error", err)
+				}
 			}
 			return result{done: true}, c.ownerGone(ctx, r.UID, depth)
 		case errors.Is(err, catalog.ErrNotFound):
