@@ -71,6 +71,14 @@ type Lifecycle interface {
 	NextDue(ctx context.Context) (time.Time, bool, error)
 	// GetTombstone returns the tombstone of a purged resource.
 	GetTombstone(ctx context.Context, k Key) (*Tombstone, error)
+	// CollectBatch deletes and purges, in one transaction, each resource
+	// of items that can go at once: it still has the UID and
+	// resourceVersion the caller saw, is Active or Scheduled, has no
+	// finalizer, no dependent (no owner edge points to it) and no
+	// reference to it other than allowDangling ones. Each gets what Delete then Purge would write (two
+	// change events, the delete and purge audit entries, a tombstone).
+	// The others are left unchanged; the UIDs purged are returned.
+	CollectBatch(ctx context.Context, items []CollectItem) ([]string, error)
 }
 
 // Graph follows owner and reference edges.

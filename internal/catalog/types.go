@@ -317,3 +317,13 @@ type Checkpoint struct {
 	// Settle removes outcome rows that are now done or skipped.
 	Settle []ItemOutcome
 }
+
+// CollectItem is one resource for CollectBatch: its UID and the
+// resourceVersion the caller saw, the propagation policy recorded on
+// entry to Deleting, and the reason audited.
+type CollectItem struct {
+	UID             string
+	ResourceVersion int64
+	Propagation     Propagation
+	Reason          string
+}

@@ -114,6 +114,10 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 		fmt.Fprintf(s.Err, "Run '%s --help' for usage.\n", commandPath(root, args))
 		return exitUsage
 	}
+	var ce exitCodeError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
 	var nf *backup.NotFoundError
 	var rnf retryNotFound
 	if errors.As(err, &nf) || errors.As(err, &rnf) {

@@ -67,8 +67,12 @@ one aborts.`,
 			for _, p := range a.host.Problems() {
 				a.log.Warn("plugin binary not loaded; deletions that expect its plugins will wait", "binary", p.Binary, "plugins", p.Names, "error", p.Err)
 			}
+			col, err := a.collector(ctx)
+			if err != nil {
+				return err
+			}
 			srv, err := server.New(&server.Config{
-				Store: a.store, Deleter: del, Logger: a.log, Workers: workers,
+				Store: a.store, Deleter: del, Collector: col, Logger: a.log, Workers: workers,
 				MetricsListener: ln, DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins,
 				NotifySecret: a.g.retry.secret,
 			})

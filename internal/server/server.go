@@ -23,6 +23,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/retry"
+	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/softdelete"
 	"github.com/lethehq/lethe/internal/ttl"
 )
@@ -71,6 +72,9 @@ type Config struct {
 	NotifyTimeout time.Duration
 	// RetryLeaseTTL is the lease on claimed retry rows.
 	RetryLeaseTTL time.Duration
+	// Collector, when set, is the garbage collector, run from the change
+	// feed (see gc.go).
+	Collector *gc.Collector
 }
 
 // Server is the daemon.
@@ -147,7 +151,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	timers, err := softdelete.New(&softdelete.Config{
-		Store: s.cfg.Store, Logger: s.cfg.Logger, Now: s.cfg.Now,
+		Store: s.timersStore(), Logger: s.cfg.Logger, Now: s.cfg.Now,
 		Handlers: map[string]softdelete.Handler{
 			backup.Kind: func(ctx context.Context, r *catalog.Resource) error {
 				_, err := s.cfg.Deleter.Delete(catalog.WithActor(ctx, "softdelete"), r.Name, deletion.Options{
@@ -176,7 +180,7 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	errs := make(chan error, 6+s.cfg.Workers)
+	errs := make(chan error, 7+s.cfg.Workers)
 	wg.Go(func() { errs <- ttlc.Run(ctx) })
 	wg.Go(func() { errs <- timers.Run(ctx) })
 	wg.Go(func() { errs <- collector.Run(ctx) })
@@ -187,6 +191,7 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Go(func() { errs <- s.work(ctx) })
 	}
 	wg.Go(func() { errs <- s.reconcile(ctx) })
+	wg.Go(func() { errs <- s.runCollector(ctx) })
 	if ln != nil {
 		srv := &http.Server{Handler: promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 		wg.Go(func() {

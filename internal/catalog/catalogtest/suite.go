@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("RetryQueue", func(t *testing.T) { testRetryQueue(t, newStore) })
 	t.Run("ConcurrentRetryClaims", func(t *testing.T) { testConcurrentRetryClaims(t, newStore) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, newStore) })
+	t.Run("CollectBatch", func(t *testing.T) { testCollectBatch(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {

@@ -1,0 +1,399 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/gc"
+)
+
+// exitCodeError carries the exit code of a refusal or a missing resource
+// out of a command (see Run).
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e exitCodeError) Error() string { return e.err.Error() }
+func (e exitCodeError) Unwrap() error { return e.err }
+
+// exitRefused: the request was refused (a plugin is missing, a block
+// reference holds the target); nothing changed.
+const exitRefused = 5
+
+// gcError maps the collector's errors to exit codes.
+func gcError(err error) error {
+	var refused *gc.RefusedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &refused):
+		return exitCodeError{exitRefused, err}
+	case errors.Is(err, catalog.ErrNotFound):
+		return exitCodeError{exitNotFound, err}
+	case errors.Is(err, catalog.ErrInvalid):
+		return usageError{err}
+	}
+	return err
+}
+
+// collector wires a garbage collector on the catalog and the plugins.
+func (a *app) collector(ctx context.Context) (*gc.Collector, error) {
+	st, err := a.catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h, err := a.plugins(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return gc.New(gc.Config{Store: st, Plugins: gc.HostPlugins(h), Logger: a.log,
+		Holder: deletion.DefaultHolder(), DeadHolder: deletion.DeadLocalHolder})
+}
+
+// resourceKey reads KIND NAME [-n NS].
+func resourceKey(kind, name, ns string) (catalog.Key, error) {
+	if kind == "" || name == "" {
+		return catalog.Key{}, usageError{errors.New("KIND and NAME must not be empty")}
+	}
+	return catalog.Key{Kind: kindName(kind), Namespace: ns, Name: name}, nil
+}
+
+func newDeleteCmd(a *app) *cobra.Command {
+	var ns, cascade, file string
+	var dryRun, yes, wait, async, force, noPlugins bool
+	c := &cobra.Command{
+		Use:   "delete KIND NAME",
+		Short: "Delete a resource of any kind, with its dependents (cascade)",
+		Long: `Delete moves a resource to Deleting and lets the garbage collector carry the
+deletion along its owner and reference edges, as Kubernetes does:
+
+  --cascade=foreground  (default) dependents are deleted first; the resource is
+                        purged once no dependent with blockOwnerDeletion is left
+  --cascade=background  the resource is purged as soon as its own finalizers
+                        allow; its dependents are deleted after
+  --cascade=orphan      dependents lose the owner edge and stay
+
+A dependent with another owner that remains only loses the edge. Referrers
+follow their reference's onTargetDelete: block (the target waits for them,
+and a direct delete of the target is refused, naming them), unset (the
+reference is removed), cascade (the referrer is deleted too), allowDangling
+(nothing happens). Every resource that enters Deleting is one item for the
+plugins that select it, and is purged only when they are done with it.
+
+With --wait (the default on a terminal) the collector runs here, with
+progress, until the cascade is done or stuck; Ctrl-C stops it at any moment
+and 'lethe server' (or another --wait) carries on. --async only requests
+the deletion. 'lethe explain KIND NAME' says what a deletion waits for.
+
+A resource annotated lethe.io/deletion-delay is only scheduled (grace
+window); --force skips the wait. 'lethe delete backup NAME' is
+'lethe backup delete NAME'.
+
+Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
+2 bad usage, 3 stuck (see lethe explain), 4 no such resource, 5 refused
+(block references hold it; nothing changed), 130 interrupted.`,
+		Example: `  # What would go, then do it
+  lethe delete Schedule nightly -n prod --dry-run
+  lethe delete Schedule nightly -n prod --yes
+
+  # Keep the dependents
+  lethe delete Schedule nightly -n prod --cascade=orphan --yes
+
+  # Leave the work to 'lethe server'
+  lethe delete VolumeSnapshot snap-a -n prod --yes --async`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if file != "" {
+				return nil
+			}
+			return exactArgs(2, "KIND and NAME")(cmd, args)
+		},
+	}
+	out := outputFlag(c, "table")
+	fl := c.Flags()
+	fl.StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
+	fl.StringVar(&cascade, "cascade", "foreground", "what happens to dependents: foreground, background or orphan")
+	fl.BoolVar(&dryRun, "dry-run", false, "print the whole plan (every resource deleted, orphaned, unlinked, unset or blocked, and the plugins for each) and change nothing")
+	fl.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	fl.BoolVar(&wait, "wait", false, "run the collector here until the cascade is done or stuck (default on a terminal)")
+	fl.BoolVar(&async, "async", false, "only request the deletion; 'lethe server' carries it out")
+	fl.BoolVar(&force, "force", false, "skip the grace window (lethe.io/deletion-delay) and delete now")
+	fl.BoolVar(&noPlugins, "no-plugins", false, "backups only: allow the deletion with no plugin installed (as lethe backup delete --no-plugins)")
+	fl.StringVarP(&file, "filename", "f", "", "delete the resources of a manifest file (not available yet)")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		if file != "" {
+			// TODO(integrator): `lethe delete -f FILE` reads the manifest
+			// with internal/manifest (the apply helper's package) and calls
+			// Collector.Delete on each document's key, in reverse order.
+			return usageError{errors.New("delete -f is not available in this build yet: delete each resource by KIND NAME")}
+		}
+		if wait && async {
+			return usageError{errors.New("--wait and --async exclude each other")}
+		}
+		prop, err := gc.ParsePropagation(cascade)
+		if err != nil {
+			return usageError{fmt.Errorf("--cascade: %w", err)}
+		}
+		k, err := resourceKey(args[0], args[1], ns)
+		if err != nil {
+			return err
+		}
+		if !wait && !async {
+			wait = a.s.InteractiveErr
+		}
+		ctx := cmd.Context()
+		if k.Kind == backup.Kind {
+			return a.deleteBackup(cmd, k, prop, backupFlags{dryRun: dryRun, yes: yes, wait: wait, force: force, noPlugins: noPlugins}, *out)
+		}
+		col, err := a.collector(ctx)
+		if err != nil {
+			return err
+		}
+		opts := gc.DeleteOptions{Propagation: prop, DryRun: true, Force: force}
+		plan, err := col.Delete(ctx, k, opts)
+		if err != nil {
+			return gcError(err)
+		}
+		if dryRun {
+			return a.printGCPlan(plan, *out)
+		}
+		if !yes {
+			ok, err := a.confirm(fmt.Sprintf("Delete %s (%s)?", k, planSummary(plan)))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				fmt.Fprintln(a.s.Err, "Nothing deleted.")
+				return nil
+			}
+		}
+		opts.DryRun = false
+		if plan, err = col.Delete(ctx, k, opts); err != nil {
+			return gcError(err)
+		}
+		if plan.ScheduledUntil != nil {
+			return a.gcResult(k, "scheduled", "in its grace window until "+plan.ScheduledUntil.UTC().Format("2006-01-02T15:04:05Z")+"; delete again with --force to skip it", *out)
+		}
+		if !wait {
+			return a.gcResult(k, "requested", "lethe server carries it out; lethe explain "+strings.ToLower(k.Kind)+" "+k.Name+" shows progress", *out)
+		}
+		return a.driveGC(ctx, col, k, "", *out)
+	}
+	return c
+}
+
+// deleteBackup is 'lethe backup delete' (the deletion pipeline), then the
+// collector on the backup's dependents.
+type backupFlags struct{ dryRun, yes, wait, force, noPlugins bool }
+
+func (a *app) deleteBackup(cmd *cobra.Command, k catalog.Key, prop gc.Propagation, fl backupFlags, out string) error {
+	if prop == gc.Orphan {
+		return usageError{errors.New("--cascade=orphan is not supported for backups yet: orphan the backup's dependents first (lethe apply without the owner), then delete it")}
+	}
+	if k.Namespace != "" {
+		return usageError{errors.New("backups are cluster-scoped: drop -n")}
+	}
+	ctx := cmd.Context()
+	uid := ""
+	if st, err := a.catalog(ctx); err == nil {
+		if r, err := st.Get(ctx, k); err == nil {
+			uid = r.UID
+		}
+	}
+	bc := newBackupDeleteCmd(a)
+	bc.SetContext(ctx)
+	set := func(name string, on bool) {
+		if on {
+			_ = bc.Flags().Set(name, "true")
+		}
+	}
+	set("dry-run", fl.dryRun)
+	set("yes", fl.yes)
+	set("force", fl.force)
+	set("no-plugins", fl.noPlugins)
+	set("async", !fl.wait)
+	_ = bc.Flags().Set("output", out)
+	if err := bc.RunE(bc, []string{k.Name}); err != nil || fl.dryRun || !fl.wait || uid == "" {
+		return err
+	}
+	col, err := a.collector(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = col.Drive(ctx, k, gc.DriveOptions{UID: uid})
+	return err
+}
+
+// driveGC runs the collector here until the cascade of k is done or stuck.
+func (a *app) driveGC(ctx context.Context, col *gc.Collector, k catalog.Key, uid, out string) error {
+	progress := func(int) {}
+	if a.s.InteractiveErr {
+		progress = func(n int) { fmt.Fprintf(a.s.Err, "\rcollecting %s: %d purged", k, n) }
+	}
+	res, err := col.Drive(ctx, k, gc.DriveOptions{Progress: progress, UID: uid})
+	if a.s.InteractiveErr {
+		fmt.Fprintln(a.s.Err)
+	}
+	if err != nil {
+		return err
+	}
+	if res == gc.OutcomeStuck {
+		e, err := col.Explain(ctx, k)
+		if err != nil {
+			return err
+		}
+		if out != "table" {
+			if err := printStructured(a.s.Out, out, map[string]any{"resource": k, "result": "stuck", "explanation": e}); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(a.s.Out, "%s is stuck:\n", k)
+			if err := gc.WriteTree(a.s.Out, e); err != nil {
+				return err
+			}
+		}
+		return errIncomplete
+	}
+	return a.gcResult(k, "purged", "", out)
+}
+
+func (a *app) gcResult(k catalog.Key, result, note, out string) error {
+	if out != "table" {
+		m := map[string]any{"resource": k, "result": result}
+		if note != "" {
+			m["note"] = note
+		}
+		return printStructured(a.s.Out, out, m)
+	}
+	line := k.String() + ": " + result
+	if note != "" {
+		line += "; " + note
+	}
+	fmt.Fprintln(a.s.Out, line)
+	return nil
+}
+
+func planSummary(p *gc.Plan) string {
+	parts := []string{fmt.Sprintf("%d resource(s) deleted", p.Count(gc.ActionDelete))}
+	for _, x := range []string{gc.ActionOrphan, gc.ActionUnlink, gc.ActionUnset, gc.ActionBlocked} {
+		if n := p.Count(x); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, x))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (a *app) printGCPlan(p *gc.Plan, out string) error {
+	if out != "table" {
+		return printStructured(a.s.Out, out, p)
+	}
+	fmt.Fprintf(a.s.Out, "Deleting %s (%s) would: %s. Nothing was changed.\n\n", p.Root, p.Propagation, planSummary(p))
+	t := newTable(a.s.Out, "ACTION", "RESOURCE", "PHASE", "PLUGINS", "WHY")
+	for _, e := range p.Entries {
+		plugins := strings.Join(e.Plugins, ",")
+		if plugins == "" {
+			plugins = "-"
+		}
+		t.row(e.Action, e.Resource.String(), string(e.Phase), plugins, e.Reason)
+	}
+	return t.flush()
+}
+
+func newExplainCmd(a *app) *cobra.Command {
+	var ns string
+	c := &cobra.Command{
+		Use:   "explain KIND NAME",
+		Short: "Say why a resource is not gone yet, as a tree of what it waits for",
+		Long: `Explain prints a resource's phase, the finalizers it has left, and what its
+deletion waits for, recursively: dependents with blockOwnerDeletion (under
+Foreground), referrers that hold a block reference to it, plugins that have
+not finished with it, user finalizers. A branch marked [stuck] waits on
+something that is not itself being deleted (an Active referrer, a finalizer
+nobody removes, a plugin that keeps blocking, a cycle).
+
+-o json has a stable schema: {"resource": {"kind","namespace","name"},
+"phase", "reason", "finalizers", "stuck", "waitingFor": [ ...same shape... ]}.`,
+		Example: `  lethe explain Volume c -n prod
+  lethe explain Schedule nightly -n prod -o json`,
+		Args: exactArgs(2, "KIND and NAME"),
+	}
+	out := outputFlag(c, "table")
+	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		k, err := resourceKey(args[0], args[1], ns)
+		if err != nil {
+			return err
+		}
+		st, err := a.catalog(cmd.Context())
+		if err != nil {
+			return err
+		}
+		// Explaining starts no plugin: it reads the catalog only.
+		col, err := gc.New(gc.Config{Store: st, NoPlugins: true, Logger: a.log})
+		if err != nil {
+			return err
+		}
+		e, err := col.Explain(cmd.Context(), k)
+		if err != nil {
+			return gcError(err)
+		}
+		if *out != "table" {
+			return printStructured(a.s.Out, *out, e)
+		}
+		return gc.WriteTree(a.s.Out, e)
+	}
+	return c
+}
+
+func newFinalizeCmd(a *app) *cobra.Command {
+	var ns string
+	c := &cobra.Command{
+		Use:   "finalize KIND NAME FINALIZER",
+		Short: "Remove a user finalizer from a resource being deleted",
+		Long: `Finalize removes one user finalizer from a Deleting resource: the call an
+external controller makes when its own cleanup is done (Go API:
+gc.Finalize). The collector then purges the resource once nothing else
+holds it. Lethe's own finalizers (lethe.io/cascade, lethe.io/delete-actions)
+are refused: Lethe removes them itself.
+
+Exit codes: 0 removed, 1 error, 2 bad usage (not Deleting, no such
+finalizer, a Lethe finalizer), 4 no such resource.`,
+		Example: `  lethe finalize Bucket logs -n prod example.com/empty-first`,
+		Args:    exactArgs(3, "KIND, NAME and FINALIZER"),
+	}
+	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		k, err := resourceKey(args[0], args[1], ns)
+		if err != nil {
+			return err
+		}
+		st, err := a.catalog(cmd.Context())
+		if err != nil {
+			return err
+		}
+		err = gc.Finalize(cmd.Context(), st, k, args[2])
+		var fe *gc.FinalizeError
+		if errors.As(err, &fe) {
+			return usageError{err}
+		}
+		if err != nil {
+			return gcError(err)
+		}
+		fmt.Fprintf(a.s.Out, "%s: finalizer %s removed\n", k, args[2])
+		return nil
+	}
+	return c
+}

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/drivers"
+)
+
+// gcHome makes a home whose catalog holds: App a owns Volume c
+// (blockOwnerDeletion); Restore d, Active, holds a block reference to c;
+// Bucket logs has a user finalizer.
+func gcHome(t *testing.T) (string, catalog.Store) {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	require.NoError(t, os.MkdirAll(filepath.Join(home, "plugins"), 0o750))
+	ctx := context.Background()
+	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(home, "lethe.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	a, err := st.Create(ctx, &catalog.Resource{Kind: "App", Namespace: "prod", Name: "a"})
+	require.NoError(t, err)
+	c, err := st.Create(ctx, &catalog.Resource{Kind: "Volume", Namespace: "prod", Name: "c",
+		Owners: []catalog.OwnerRef{{UID: a.UID, Kind: "App", Name: "a", BlockOwnerDeletion: true}}})
+	require.NoError(t, err)
+	_, err = st.Create(ctx, &catalog.Resource{Kind: "Restore", Namespace: "prod", Name: "d",
+		References: []catalog.Reference{{Kind: "Volume", Namespace: "prod", Name: c.Name, OnTargetDelete: catalog.RefBlock}}})
+	require.NoError(t, err)
+	_, err = st.Create(ctx, &catalog.Resource{Kind: "Bucket", Namespace: "prod", Name: "logs", Finalizers: []string{"example.com/empty-first"}})
+	require.NoError(t, err)
+	return home, st
+}
+
+func TestDeleteExplainFinalize(t *testing.T) {
+	home, st := gcHome(t)
+
+	// A direct delete of a block target is refused at once, naming the
+	// referrer; nothing changes.
+	code, _, stderr := run(t, home, false, "", "delete", "Volume", "c", "-n", "prod", "--yes")
+	require.Equal(t, exitRefused, code, stderr)
+	require.Contains(t, stderr, "Restore/prod/d")
+
+	// Dry run: the plan, nothing changed.
+	code, out, stderr := run(t, home, false, "", "delete", "App", "a", "-n", "prod", "--dry-run", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var plan struct {
+		Entries []struct {
+			Action   string      `json:"action"`
+			Resource catalog.Key `json:"resource"`
+		} `json:"entries"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &plan))
+	require.Len(t, plan.Entries, 3)
+	require.Equal(t, "blocked", plan.Entries[2].Action)
+	r, err := st.Get(context.Background(), catalog.Key{Kind: "App", Namespace: "prod", Name: "a"})
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, r.Phase)
+
+	// --wait: the cascade runs here and ends stuck (exit 3), explained.
+	code, out, stderr = run(t, home, false, "", "delete", "App", "a", "-n", "prod", "--yes", "--wait")
+	require.Equal(t, exitIncomplete, code, stderr)
+	require.Contains(t, out, "Volume/prod/c is blocked by Restore/prod/d")
+
+	code, out, stderr = run(t, home, false, "", "explain", "Volume", "c", "-n", "prod", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var e struct {
+		Resource   catalog.Key `json:"resource"`
+		Phase      string      `json:"phase"`
+		Reason     string      `json:"reason"`
+		WaitingFor []struct {
+			Resource catalog.Key `json:"resource"`
+			Phase    string      `json:"phase"`
+		} `json:"waitingFor"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &e))
+	require.Equal(t, "Deleting", e.Phase)
+	require.Equal(t, "Restore", e.WaitingFor[0].Resource.Kind)
+	require.Equal(t, "Active", e.WaitingFor[0].Phase)
+
+	// The referrer goes; the cascade finishes.
+	code, _, stderr = run(t, home, false, "", "delete", "Restore", "d", "-n", "prod", "--yes", "--wait")
+	require.Equal(t, 0, code, stderr)
+	code, out, stderr = run(t, home, false, "", "delete", "App", "a", "-n", "prod", "--yes", "--wait")
+	require.Equal(t, 0, code, stderr)
+	code, out, _ = run(t, home, false, "", "explain", "App", "a", "-n", "prod")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "(Purged)")
+
+	// A user finalizer: stuck until finalize.
+	code, out, _ = run(t, home, false, "", "delete", "Bucket", "logs", "-n", "prod", "--yes", "--wait")
+	require.Equal(t, exitIncomplete, code)
+	require.Contains(t, out, "waiting for finalizer example.com/empty-first")
+	code, _, stderr = run(t, home, false, "", "finalize", "Bucket", "logs", "-n", "prod", "lethe.io/cascade")
+	require.Equal(t, exitUsage, code, stderr)
+	code, _, stderr = run(t, home, false, "", "finalize", "Bucket", "logs", "-n", "prod", "example.com/empty-first")
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = run(t, home, false, "", "delete", "Bucket", "logs", "-n", "prod", "--yes", "--wait")
+	require.Equal(t, 0, code, stderr)
+
+	// Bad input: one line, its exit code.
+	code, _, stderr = run(t, home, false, "", "delete", "Bucket", "nope", "-n", "prod", "--yes")
+	require.Equal(t, exitNotFound, code, stderr)
+	code, _, _ = run(t, home, false, "", "delete", "Bucket", "x", "--cascade", "sideways")
+	require.Equal(t, exitUsage, code)
+	code, _, _ = run(t, home, false, "", "explain", "Bucket", "nope")
+	require.Equal(t, exitNotFound, code)
+}
+
+// TestDeleteBackupIsBackupDelete: `lethe delete backup NAME` runs the
+// backup deletion, then the collector on the backup's dependents.
+func TestDeleteBackupIsBackupDelete(t *testing.T) {
+	home, tarball := newHome(t)
+	code, _, stderr := run(t, home, false, "", "backup", "create", "b1", "--from", tarball)
+	require.Equal(t, 0, code, stderr)
+	ctx := context.Background()
+	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(home, "lethe.db"), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	b, err := st.Get(ctx, catalog.Key{Kind: "Backup", Name: "b1"})
+	require.NoError(t, err)
+	snap, err := st.Create(ctx, &catalog.Resource{Kind: "VolumeSnapshot", Namespace: "prod", Name: "snap-a",
+		Owners: []catalog.OwnerRef{{UID: b.UID, Kind: "Backup", Name: "b1", BlockOwnerDeletion: true}}})
+	require.NoError(t, err)
+
+	code, _, stderr = run(t, home, false, "", "delete", "backup", "b1", "--yes", "--wait", "--no-plugins")
+	require.Equal(t, 0, code, stderr)
+	for _, k := range []catalog.Key{b.Key(), snap.Key()} {
+		_, err := st.Get(ctx, k)
+		require.ErrorIs(t, err, catalog.ErrNotFound, "%s", k)
+	}
+}

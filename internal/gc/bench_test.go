@@ -1,0 +1,171 @@
+package gc_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/drivers"
+	"github.com/lethehq/lethe/internal/deletion/deletiontest"
+	"github.com/lethehq/lethe/internal/gc"
+	"github.com/lethehq/lethe/internal/pluginhost"
+)
+
+// BenchCascadeEnv sets the graph of BenchmarkCascade as ROOTSxDEPENDENTS
+// (default 100x100; the budget's figure is 1000x1000, 1M resources).
+const BenchCascadeEnv = "LETHE_BENCH_CASCADE"
+
+func cascadeSize(b *testing.B) (roots, deps int) {
+	v := os.Getenv(BenchCascadeEnv)
+	if v == "" {
+		return 100, 100
+	}
+	r, d, ok := strings.Cut(v, "x")
+	roots, err1 := strconv.Atoi(r)
+	deps, err2 := strconv.Atoi(d)
+	if !ok || err1 != nil || err2 != nil {
+		b.Fatalf("%s=%q: use ROOTSxDEPENDENTS, e.g. 1000x1000", BenchCascadeEnv, v)
+	}
+	return roots, deps
+}
+
+func BenchmarkCascadeSQLite(b *testing.B) {
+	benchCascade(b, func(b *testing.B) catalog.Store {
+		st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(b.TempDir(), "c.db"), &catalog.Config{})
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = st.Close() })
+		return st
+	}, false)
+}
+
+func BenchmarkCascadeSQLiteNoopPlugin(b *testing.B) {
+	benchCascade(b, func(b *testing.B) catalog.Store {
+		st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(b.TempDir(), "c.db"), &catalog.Config{})
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = st.Close() })
+		return st
+	}, true)
+}
+
+func BenchmarkCascadePostgres(b *testing.B) {
+	url := os.Getenv("LETHE_TEST_POSTGRES_URL")
+	if url == "" {
+		b.Skip("set LETHE_TEST_POSTGRES_URL")
+	}
+	benchCascade(b, func(b *testing.B) catalog.Store {
+		buf := make([]byte, 6)
+		_, _ = rand.Read(buf)
+		schema := "lethe_gc_bench_" + hex.EncodeToString(buf)
+		b.Cleanup(func() {
+			conn, err := pgx.Connect(context.Background(), url)
+			require.NoError(b, err)
+			defer conn.Close(context.Background())
+			_, err = conn.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+			require.NoError(b, err)
+		})
+		st, err := drivers.Open(context.Background(), url, &catalog.Config{Schema: schema})
+		require.NoError(b, err)
+		b.Cleanup(func() { _ = st.Close() })
+		return st
+	}, false)
+}
+
+// benchCascade loads ROOTS roots with DEPENDENTS dependents each
+// (blockOwnerDeletion; 10% also hold a reference to a database), then
+// times from the Foreground delete requests of every root to the last
+// purge, with the collector running from the change feed. It reports
+// resources/s and the peak RSS of the process.
+func benchCascade(b *testing.B, open func(*testing.B) catalog.Store, noop bool) {
+	roots, deps := cascadeSize(b)
+	total := roots * (deps + 1)
+	ctx := catalog.WithActor(context.Background(), "bench")
+	var elapsed time.Duration
+	for range b.N {
+		b.StopTimer()
+		st := open(b)
+		cfg := gc.Config{Store: st, NoPlugins: true}
+		if noop {
+			dir := b.TempDir()
+			bin := filepath.Join(dir, "noop")
+			require.NoError(b, deletiontest.Build(bin, "../../plugins/noop"))
+			pdir := filepath.Join(dir, "plugins")
+			require.NoError(b, os.MkdirAll(pdir, 0o750))
+			require.NoError(b, os.Rename(bin, filepath.Join(pdir, "noop")))
+			h, err := pluginhost.New(&pluginhost.Config{Dir: pdir})
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = h.Close() })
+			cfg.Plugins, cfg.NoPlugins = gc.HostPlugins(h), false
+		}
+		db, err := st.Create(ctx, &catalog.Resource{Kind: "Database", Namespace: "bench", Name: "orders"})
+		require.NoError(b, err)
+		_ = db
+		var rootKeys []catalog.Key
+		for r := range roots {
+			root, err := st.Create(ctx, &catalog.Resource{Kind: "Schedule", Namespace: "bench", Name: fmt.Sprintf("root-%05d", r)})
+			require.NoError(b, err)
+			rootKeys = append(rootKeys, root.Key())
+			batch := make([]*catalog.Resource, 0, deps)
+			for d := range deps {
+				x := &catalog.Resource{Kind: "Snapshot", Namespace: "bench", Name: fmt.Sprintf("s-%05d-%05d", r, d),
+					Owners: []catalog.OwnerRef{{UID: root.UID, Kind: root.Kind, Name: root.Name, BlockOwnerDeletion: true}}}
+				if d%10 == 0 {
+					x.References = []catalog.Reference{{Kind: "Database", Namespace: "bench", Name: "orders", OnTargetDelete: catalog.RefAllowDangling}}
+				}
+				batch = append(batch, x)
+			}
+			_, err = st.CreateBatch(ctx, batch)
+			require.NoError(b, err)
+		}
+		c, err := gc.New(cfg)
+		require.NoError(b, err)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.Run(rctx) }()
+		b.StartTimer()
+		start := time.Now()
+		for _, k := range rootKeys {
+			_, err := c.Delete(ctx, k, gc.DeleteOptions{Propagation: gc.Foreground})
+			require.NoError(b, err)
+		}
+		// The last purge: every root gone (each goes after its dependents).
+		for _, k := range rootKeys {
+			for {
+				if _, err := st.Get(ctx, k); errors.Is(err, catalog.ErrNotFound) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		elapsed += time.Since(start)
+		b.StopTimer()
+		cancel()
+		require.NoError(b, <-done)
+		left, err := st.List(ctx, catalog.ListOptions{Kind: "Snapshot", Limit: 1})
+		require.NoError(b, err)
+		require.Empty(b, left.Items, "every dependent purged")
+	}
+	b.ReportMetric(float64(total*b.N)/elapsed.Seconds(), "resources/s")
+	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-RSS-MiB")
+}
+
+// peakRSS is the process's peak resident set size in bytes.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024
+}

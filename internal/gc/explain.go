@@ -1,0 +1,190 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/lethehq/lethe/internal/catalog"
+)
+
+// Explanation says why a resource is not gone yet. Its JSON form is a
+// stable schema: {"resource": {"kind","namespace","name"}, "phase",
+// "reason", "waitingFor": [...same shape...]}, plus "finalizers" (those
+// left) and "stuck" (true when the wait is on something not being
+// deleted).
+type Explanation struct {
+	Resource   catalog.Key    `json:"resource"`
+	Phase      catalog.Phase  `json:"phase"`
+	Reason     string         `json:"reason"`
+	Finalizers []string       `json:"finalizers,omitempty"`
+	Stuck      bool           `json:"stuck,omitempty"`
+	WaitingFor []*Explanation `json:"waitingFor"`
+}
+
+// maxExplainChildren caps the resources listed under one node.
+const maxExplainChildren = 20
+
+// Explain says why k is not gone yet, recursively, as a tree. A purged
+// resource is explained from its tombstone.
+func (c *Collector) Explain(ctx context.Context, k catalog.Key) (*Explanation, error) {
+	r, err := c.st.Get(ctx, k)
+	if errors.Is(err, catalog.ErrNotFound) {
+		ts, terr := c.st.GetTombstone(ctx, k)
+		if terr != nil {
+			return nil, err
+		}
+		return &Explanation{Resource: k, Phase: catalog.PhasePurged, Reason: "purged at " + ts.PurgedAt.Format("2006-01-02T15:04:05Z07:00") + " by " + ts.Actor, WaitingFor: []*Explanation{}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.explain(ctx, r, nil, 0)
+}
+
+// relation says how a parent waits for a child.
+func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []string, depth int) (*Explanation, error) {
+	e := &Explanation{Resource: r.Key(), Phase: r.Phase, Finalizers: r.Finalizers, WaitingFor: []*Explanation{}}
+	if slices.Contains(path, r.UID) {
+		e.Reason = "cycle: " + r.Key().String() + " is already waiting further up this tree"
+		e.Stuck = true
+		return e, nil
+	}
+	path = append(path, r.UID)
+	switch r.Phase {
+	case catalog.PhaseActive:
+		e.Reason = "Active: not being deleted"
+		return e, nil
+	case catalog.PhaseScheduled:
+		e.Reason = "Scheduled: not being deleted yet"
+		if r.DeletionDueAt != nil {
+			e.Reason += "; the grace window ends at " + r.DeletionDueAt.UTC().Format("2006-01-02T15:04:05Z")
+		}
+		return e, nil
+	}
+	var reasons []string
+	add := func(child *catalog.Resource, why string) error {
+		if len(e.WaitingFor) >= maxExplainChildren {
+			return nil
+		}
+		var ce *Explanation
+		if depth >= 32 {
+			ce = &Explanation{Resource: child.Key(), Phase: child.Phase, Reason: "(deeper levels not shown)", WaitingFor: []*Explanation{}}
+		} else {
+			var err error
+			if ce, err = c.explain(ctx, child, path, depth+1); err != nil {
+				return err
+			}
+		}
+		ce.Reason = why + "; " + ce.Reason
+		if child.Phase != catalog.PhaseDeleting {
+			ce.Stuck = true
+		}
+		e.WaitingFor = append(e.WaitingFor, ce)
+		return nil
+	}
+	policy := Propagation(r.PropagationPolicy)
+	if slices.Contains(r.Finalizers, catalog.FinalizerCascade) && policy == Foreground {
+		deps, err := c.st.Dependents(ctx, r.UID)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, d := range deps {
+			if edge := ownerEdge(d, r.UID); edge == nil || !edge.BlockOwnerDeletion {
+				continue
+			}
+			n++
+			if err := add(d, "dependent with blockOwnerDeletion of "+r.Key().String()); err != nil {
+				return nil, err
+			}
+		}
+		if n > 0 {
+			reasons = append(reasons, fmt.Sprintf("waiting for %d dependent(s) with blockOwnerDeletion (Foreground)", n))
+		} else {
+			reasons = append(reasons, "its cascade is being carried out (finalizer "+catalog.FinalizerCascade+")")
+		}
+	}
+	refs, err := c.st.Referrers(ctx, r.Key())
+	if err != nil {
+		return nil, err
+	}
+	var blockers []string
+	for _, x := range refs {
+		for _, ref := range refsTo(x, r) {
+			if ref.OnTargetDelete != catalog.RefBlock {
+				continue
+			}
+			blockers = append(blockers, x.Key().String())
+			what := "holds a block reference to " + r.Key().String()
+			if x.Phase != catalog.PhaseDeleting {
+				what += ", and is not being deleted"
+			}
+			if err := add(x, what); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	if len(blockers) > 0 {
+		reasons = append(reasons, r.Key().String()+" is blocked by "+strings.Join(blockers, ", ")+" (block reference): it cannot be purged while they exist")
+	}
+	if slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
+		_, rows, err := c.st.LoadProgress(ctx, r.UID)
+		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			return nil, err
+		}
+		if len(rows) > 0 {
+			row := rows[0]
+			reasons = append(reasons, fmt.Sprintf("plugin %s %s: %s (attempt %d; next at %s)", row.Plugin, row.Outcome, row.Message,
+				row.Attempts, row.NextAttemptAt.UTC().Format("2006-01-02T15:04:05Z")))
+			e.Stuck = true
+		} else if r.Kind == BackupKind {
+			reasons = append(reasons, "its backup items are being deleted by the plugins (lethe backup describe "+r.Name+")")
+		} else {
+			reasons = append(reasons, "plugins have not finished with it yet (finalizer "+catalog.FinalizerDeleteActions+")")
+		}
+	}
+	for _, f := range r.Finalizers {
+		if f != catalog.FinalizerCascade && f != catalog.FinalizerDeleteActions {
+			reasons = append(reasons, "waiting for finalizer "+f+" (removed by its controller, or: lethe finalize "+finalizeArgs(r.Key(), f)+")")
+			e.Stuck = true
+		}
+	}
+	if cond := stuckCondition(r); cond != nil {
+		e.Stuck = true
+	}
+	if len(reasons) == 0 {
+		reasons = append(reasons, "nothing holds it: the collector purges it on its next pass")
+	}
+	e.Reason = "Deleting: " + strings.Join(reasons, "; ")
+	return e, nil
+}
+
+// WriteTree prints an explanation as an indented tree.
+func WriteTree(w io.Writer, e *Explanation) error {
+	return writeTree(w, e, "", "")
+}
+
+func writeTree(w io.Writer, e *Explanation, first, rest string) error {
+	mark := ""
+	if e.Stuck {
+		mark = " [stuck]"
+	}
+	if _, err := fmt.Fprintf(w, "%s%s (%s)%s: %s\n", first, e.Resource, e.Phase, mark, e.Reason); err != nil {
+		return err
+	}
+	for i, ch := range e.WaitingFor {
+		f, r := rest+"├─ ", rest+"│  "
+		if i == len(e.WaitingFor)-1 {
+			f, r = rest+"└─ ", rest+"   "
+		}
+		if err := writeTree(w, ch, f, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,405 @@
+package gc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/pkg/plugin"
+)
+
+// Queue is the work queue of the collector; the key is a resource's UID.
+const Queue = "gc"
+
+// BackupKind is the kind whose own items and purge belong to the backup
+// deletion pipeline (internal/deletion). The collector carries a Backup's
+// cascade (its dependents and referrers) but never purges it.
+const BackupKind = "Backup"
+
+// BackupQueue is the work queue of the backup deletion pipeline: a Backup
+// the collector moves to Deleting is queued there for it.
+const BackupQueue = "deletion"
+
+// ConditionStuck is the condition a resource gets when its deletion waits
+// on something that is not itself being deleted.
+const ConditionStuck = "DeletionStuck"
+
+// Defaults.
+const (
+	LeaseTTLDefault     = 30 * time.Second
+	RecheckDefault      = 5 * time.Minute
+	PollIntervalDefault = 2 * time.Second
+	// MaxInlineDepth bounds how deep one step follows a cascade in
+	// process; deeper resources are queued and stepped on their own.
+	MaxInlineDepth = 8
+)
+
+// Propagation says what happens to the dependents of a deleted owner.
+type Propagation string
+
+// The propagation policies, after Kubernetes.
+const (
+	Foreground Propagation = "Foreground"
+	Background Propagation = "Background"
+	Orphan     Propagation = "Orphan"
+)
+
+// ParsePropagation accepts foreground, background or orphan, in any case.
+func ParsePropagation(s string) (Propagation, error) {
+	switch strings.ToLower(s) {
+	case "", "foreground":
+		return Foreground, nil
+	case "background":
+		return Background, nil
+	case "orphan":
+		return Orphan, nil
+	}
+	return "", fmt.Errorf("%w: propagation %q: use foreground, background or orphan", catalog.ErrInvalid, s)
+}
+
+// Finalizers are the finalizers a non-backup resource gets when the
+// collector (or anything wired through EnterDeleting) moves it to Deleting.
+var Finalizers = []string{catalog.FinalizerCascade, catalog.FinalizerDeleteActions}
+
+// Catalog is the part of the catalog the collector uses.
+type Catalog interface {
+	catalog.Resources
+	catalog.Lifecycle
+	catalog.Graph
+	catalog.WorkQueue
+	catalog.Feed
+	catalog.Progress
+	catalog.Audit
+}
+
+// Session is one plugin's stream of items (see pluginhost.Session).
+type Session interface {
+	Send(ctx context.Context, it pluginhost.Item) error
+	Results() <-chan pluginhost.Result
+	CloseSend()
+	Close()
+}
+
+// Plugins is the set of DeleteItemAction plugins the collector drives.
+type Plugins interface {
+	// Plugins lists the plugins, sorted by name.
+	Plugins() []pluginhost.Info
+	// Open starts a session of one plugin.
+	Open(ctx context.Context, name string, b plugin.Backup, opts pluginhost.SessionOptions) (Session, error)
+}
+
+// HostPlugins adapts a plugin host to Plugins.
+func HostPlugins(h *pluginhost.Host) Plugins { return hostPlugins{h} }
+
+type hostPlugins struct{ h *pluginhost.Host }
+
+func (p hostPlugins) Plugins() []pluginhost.Info { return p.h.Plugins() }
+
+func (p hostPlugins) Open(ctx context.Context, name string, b plugin.Backup, opts pluginhost.SessionOptions) (Session, error) {
+	return p.h.OpenSession(ctx, name, b, opts)
+}
+
+// Backoff says how long a failed plugin action waits before its next
+// attempt. It is a small seam so that the retry queue (internal/retry) can
+// take this over.
+type Backoff interface {
+	Next(attempts int) time.Duration
+}
+
+// ExpBackoff doubles from Base up to Max.
+type ExpBackoff struct{ Base, Max time.Duration }
+
+// Next implements Backoff.
+func (b ExpBackoff) Next(attempts int) time.Duration {
+	d := cmp.Or(b.Base, time.Second)
+	for i := 1; i < attempts && d < b.Max; i++ {
+		d *= 2
+	}
+	return min(d, cmp.Or(b.Max, 5*time.Minute))
+}
+
+// Config configures a Collector.
+type Config struct {
+	Store Catalog
+	// Plugins run on every resource that enters Deleting. Nil means no
+	// plugin host, which needs NoPlugins: a missing plugin host is an
+	// error, never a silent skip.
+	Plugins   Plugins
+	NoPlugins bool
+	Logger    hclog.Logger
+	Now       func() time.Time
+	// Holder names this process in leases.
+	Holder string
+	// DeadHolder, when set, reports whether a lease holder is a process
+	// known to be dead (deletion.DeadLocalHolder): its leases are taken
+	// over at once instead of after they expire.
+	DeadHolder func(holder string) bool
+	LeaseTTL   time.Duration
+	// Recheck is how long a waiting resource stays parked when no event
+	// wakes it: a safety net over the change feed, on Deleting resources
+	// only (never a scan of the catalog).
+	Recheck time.Duration
+	// PollInterval is how often the due part of the queue is claimed
+	// (plugin retries, leases of dead holders).
+	PollInterval time.Duration
+	Backoff      Backoff
+	Session      pluginhost.SessionOptions
+}
+
+// Collector is the garbage collector.
+type Collector struct {
+	cfg Config
+	st  Catalog
+	log hclog.Logger
+
+	// done remembers the resources this process purged and whose
+	// dependents it handled already, so that their own change events do
+	// not cost a lookup each (bounded; a miss only costs reads).
+	doneMu sync.Mutex
+	done   map[string]struct{}
+}
+
+const doneMax = 1 << 20
+
+func (c *Collector) markDone(uids ...string) {
+	c.doneMu.Lock()
+	defer c.doneMu.Unlock()
+	if c.done == nil || len(c.done)+len(uids) > doneMax {
+		c.done = map[string]struct{}{}
+	}
+	for _, u := range uids {
+		c.done[u] = struct{}{}
+	}
+}
+
+// isDone reports whether uid was marked done.
+func (c *Collector) isDone(uid string) bool {
+	c.doneMu.Lock()
+	defer c.doneMu.Unlock()
+	_, ok := c.done[uid]
+	return ok
+}
+
+// New returns a Collector.
+func New(cfg Config) (*Collector, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("gc: Config.Store is required")
+	}
+	if cfg.Plugins == nil && !cfg.NoPlugins {
+		return nil, errors.New("gc: Config.Plugins is required (set NoPlugins to run without a plugin host)")
+	}
+	cfg.Logger = cmp.Or[hclog.Logger](cfg.Logger, hclog.NewNullLogger())
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Holder == "" {
+		host, _ := os.Hostname()
+		cfg.Holder = fmt.Sprintf("%s pid %d gc", cmp.Or(host, "localhost"), os.Getpid())
+	}
+	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, LeaseTTLDefault)
+	cfg.Recheck = cmp.Or(cfg.Recheck, RecheckDefault)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
+	if cfg.Backoff == nil {
+		cfg.Backoff = ExpBackoff{Base: time.Second, Max: 5 * time.Minute}
+	}
+	if cfg.LeaseTTL < time.Second {
+		return nil, errors.New("gc: Config.LeaseTTL must be at least 1s")
+	}
+	return &Collector{cfg: cfg, st: cfg.Store, log: cfg.Logger.Named("gc")}, nil
+}
+
+func (c *Collector) now() time.Time { return c.cfg.Now().UTC() }
+
+// DeleteOptions tune one deletion request.
+type DeleteOptions struct {
+	Propagation Propagation
+	// DryRun only computes the plan.
+	DryRun bool
+	// Force skips a grace window (the lethe.io/deletion-delay
+	// annotation): without it, a resource that carries one is Scheduled.
+	Force  bool
+	Reason string
+}
+
+// RefusedError is a direct delete of the target of block references.
+type RefusedError struct {
+	Key       catalog.Key
+	Referrers []catalog.Key
+}
+
+func (e *RefusedError) Error() string {
+	names := make([]string, len(e.Referrers))
+	for i, k := range e.Referrers {
+		names[i] = k.String()
+	}
+	return fmt.Sprintf("refusing to delete %s: it is the target of block references from %s (delete them first, or change their onTargetDelete)",
+		e.Key, strings.Join(names, ", "))
+}
+
+// Delete requests the deletion of k. It refuses at once, with a
+// *RefusedError naming them, when live referrers hold block references to
+// it. Otherwise it moves the resource to Deleting (or Scheduled, when it
+// carries a grace window and Force is not set) with the collector's
+// finalizers and queues it; the collector (Run, or Drive) does the rest.
+// With DryRun nothing changes and the returned plan is the whole cascade
+// (see Plan); otherwise it names the resource only.
+func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOptions) (*Plan, error) {
+	prop := cmp.Or(opts.Propagation, Foreground)
+	if _, err := ParsePropagation(string(prop)); err != nil {
+		return nil, err
+	}
+	r, err := c.st.Get(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	if r.Phase != catalog.PhaseDeleting {
+		if refs, err := c.blockingReferrers(ctx, r, true); err != nil {
+			return nil, err
+		} else if len(refs) > 0 {
+			return nil, &RefusedError{Key: k, Referrers: refs}
+		}
+	}
+	if opts.DryRun {
+		return c.Plan(ctx, k, prop)
+	}
+	// The whole plan is a walk of the cascade: only a dry run pays for it.
+	plan := &Plan{Root: k, Propagation: prop, Entries: []PlanEntry{{Resource: k, Action: ActionDelete, Phase: r.Phase, Reason: "requested (" + string(prop) + ")"}}}
+	if r.Phase == catalog.PhaseDeleting {
+		_, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: c.now()})
+		return plan, err
+	}
+	if r.Phase == catalog.PhaseScheduled && !opts.Force && r.DeletionDueAt != nil && r.DeletionDueAt.After(c.now()) {
+		plan.ScheduledUntil = r.DeletionDueAt // still in its grace window
+		return plan, nil
+	}
+	if d, ok := r.Annotations[catalog.AnnotationDeletionDelay]; ok && !opts.Force && r.Phase == catalog.PhaseActive {
+		delay, err := time.ParseDuration(d)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: annotation %s %q: %v", catalog.ErrInvalid, k, catalog.AnnotationDeletionDelay, d, err)
+		}
+		if delay > 0 {
+			s, err := c.st.Schedule(ctx, k, catalog.ScheduleOptions{Delay: delay, Propagation: catalog.Propagation(prop), Reason: opts.Reason})
+			if err != nil {
+				return nil, err
+			}
+			plan.ScheduledUntil = s.DeletionDueAt
+			return plan, nil
+		}
+	}
+	if _, err := c.enter(ctx, r, prop, cmp.Or(opts.Reason, "deletion requested"), opts.Force, true); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// enter moves r to Deleting with the collector's finalizers. With queue,
+// r is queued first (so that a crash between the two leaves a queued item,
+// not an untracked Deleting resource): the root of a request is. A
+// dependent entered by a cascade is queued only if its inline step leaves
+// it waiting (see queueLeft): until then its owner's item stands for it,
+// and a start of the continuous collector queues every Deleting resource.
+// A Backup is queued for the backup deletion pipeline as well, which runs
+// its items and purges it. The delete-actions finalizer is set only when
+// a plugin selects the resource.
+func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool) (*catalog.Resource, error) {
+	now := c.now()
+	fins := []string{catalog.FinalizerCascade}
+	if len(c.selecting(r)) > 0 {
+		fins = Finalizers
+	}
+	if r.Kind == BackupKind {
+		fins = []string{catalog.FinalizerDeleteActions}
+		if _, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: BackupQueue, Key: r.UID, RunAt: now}); err != nil {
+			return nil, err
+		}
+		queue = true
+	}
+	if queue {
+		if _, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: now}); err != nil {
+			return nil, err
+		}
+	}
+	return c.st.Delete(ctx, r.Key(), catalog.DeleteOptions{
+		Propagation: catalog.Propagation(prop), Finalizers: fins, Force: force, Reason: reason,
+	})
+}
+
+// queueLeft queues a resource a cascade moved to Deleting that is still
+// waiting after its inline step.
+func (c *Collector) queueLeft(ctx context.Context, r *catalog.Resource, next time.Time) error {
+	_, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: cmp.Or(next, c.now().Add(c.cfg.Recheck))})
+	return err
+}
+
+// EnterDeleting wraps a catalog so that every non-backup resource it moves
+// to Deleting gets the collector's finalizers: give it to whatever else
+// moves resources to Deleting (the grace-window timers), so that the
+// plugins run on them and their cascade holds them.
+func EnterDeleting(l catalog.Lifecycle) catalog.Lifecycle { return enterDeleting{l} }
+
+type enterDeleting struct{ catalog.Lifecycle }
+
+func (e enterDeleting) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOptions) (*catalog.Resource, error) {
+	if k.Kind != BackupKind {
+		for _, f := range Finalizers {
+			if !slices.Contains(opts.Finalizers, f) {
+				opts.Finalizers = append(opts.Finalizers, f)
+			}
+		}
+	}
+	return e.Lifecycle.Delete(ctx, k, opts)
+}
+
+// blockingReferrers lists the referrers holding a block reference to r;
+// with liveOnly, only those not themselves Deleting.
+func (c *Collector) blockingReferrers(ctx context.Context, r *catalog.Resource, liveOnly bool) ([]catalog.Key, error) {
+	refs, err := c.st.Referrers(ctx, r.Key())
+	if err != nil {
+		return nil, err
+	}
+	var out []catalog.Key
+	for _, x := range refs {
+		if liveOnly && x.Phase == catalog.PhaseDeleting {
+			continue
+		}
+		for _, ref := range refsTo(x, r) {
+			if ref.OnTargetDelete == catalog.RefBlock {
+				out = append(out, x.Key())
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// refsTo returns x's references to r (by key, and by UID when the
+// reference names one).
+func refsTo(x, r *catalog.Resource) []catalog.Reference {
+	var out []catalog.Reference
+	for _, ref := range x.References {
+		if ref.Kind == r.Kind && ref.Namespace == r.Namespace && ref.Name == r.Name && (ref.UID == "" || ref.UID == r.UID) {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// ownerEdge returns d's owner reference to uid, or nil.
+func ownerEdge(d *catalog.Resource, uid string) *catalog.OwnerRef {
+	for i := range d.Owners {
+		if d.Owners[i].UID == uid {
+			return &d.Owners[i]
+		}
+	}
+	return nil
+}

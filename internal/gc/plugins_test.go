@@ -1,0 +1,89 @@
+package gc_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/gc"
+)
+
+// recorded returns the lines the recorder plugin wrote.
+func (f *fixture) recorded() []string {
+	f.t.Helper()
+	b, err := os.ReadFile(f.record)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(f.t, err)
+	return strings.Fields(strings.ReplaceAll(string(b), "\t", "|"))
+}
+
+// TestPluginsPerResource: every resource of a cascade is one item for
+// the plugins whose selector takes it, in name order; done purges it.
+func TestPluginsPerResource(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, true)
+		o := f.res("Deployment", "web")
+		p := f.res("Pod", "web-1", ownedBy(o, true))
+		require.Equal(t, gc.OutcomePurged, f.del(o, gc.Foreground))
+		f.requirePurged(o, p)
+		require.ElementsMatch(t, []string{
+			"test.lethe.io/a-first|pods/prod/web-1", "test.lethe.io/b-second|pods/prod/web-1", "test.lethe.io/c-pods|pods/prod/web-1",
+			"test.lethe.io/a-first|deployments/prod/web", "test.lethe.io/b-second|deployments/prod/web",
+		}, f.recorded())
+	})
+}
+
+// TestPluginBlockedAndFailed: a blocked or failed plugin action holds the
+// resource (and its foreground owner) in Deleting, stuck, with the next
+// attempt after retryAfter or the backoff; later plugins wait; once the
+// plugin is done the cascade completes.
+func TestPluginBlockedAndFailed(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		for _, tc := range []struct{ file, content, outcome string }{
+			{"web-1.lock", "1h", "blocked"},
+			{"web-1.fail", "", "failed"},
+		} {
+			f := newFixture(t, st, true)
+			o := f.res("Deployment", "web-"+tc.outcome)
+			p := f.res("Pod", "web-1", func(r *catalog.Resource) { r.Namespace = tc.outcome }, ownedBy(o, true))
+			require.NoError(t, os.WriteFile(filepath.Join(f.locks, tc.file), []byte(tc.content), 0o600))
+			require.Equal(t, gc.OutcomeStuck, f.del(o, gc.Foreground))
+			xp := f.requirePhase(p, catalog.PhaseDeleting)
+			require.Contains(t, xp.Finalizers, catalog.FinalizerDeleteActions, "never purged with an unfinished plugin action")
+			cond := stuck(xp)
+			require.NotNil(t, cond)
+			require.Equal(t, "PluginUnfinished", cond.Reason)
+			require.Contains(t, cond.Message, "plugin test.lethe.io/a-first "+tc.outcome)
+			f.requirePhase(o, catalog.PhaseDeleting)
+			_, rows, err := f.st.LoadProgress(f.ctx, p.UID)
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			require.Equal(t, tc.outcome, rows[0].Outcome)
+			if tc.outcome == "blocked" {
+				require.WithinDuration(t, time.Now().Add(time.Hour), rows[0].NextAttemptAt, 5*time.Minute, "retryAfter is kept")
+			}
+			for _, l := range f.recorded() {
+				require.NotContains(t, l, "b-second|pods/"+tc.outcome, "a later plugin waits for the unfinished one")
+			}
+			e, err := f.c.Explain(f.ctx, o.Key())
+			require.NoError(t, err)
+			require.Contains(t, e.WaitingFor[0].Reason, "plugin test.lethe.io/a-first "+tc.outcome)
+
+			// Unblocked, and due: the retry completes it.
+			require.NoError(t, os.Remove(filepath.Join(f.locks, tc.file)))
+			f.skew.Add(int64(2 * time.Hour)) // the next attempt is due
+			require.Equal(t, gc.OutcomePurged, f.drive(o))
+			f.requirePurged(o, p)
+			require.Contains(t, f.recorded(), "test.lethe.io/b-second|pods/"+tc.outcome+"/web-1")
+			_, _, err = f.st.LoadProgress(f.ctx, p.UID)
+			require.ErrorIs(t, err, catalog.ErrNotFound, "the plugin progress goes with the resource")
+		}
+	})
+}

@@ -1,0 +1,570 @@
+package gc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lethehq/lethe/internal/catalog"
+)
+
+// result is what one step of a resource came to.
+type result struct {
+	// done: the resource is purged, or not Deleting: nothing left to do.
+	done bool
+	// next is when to look again (zero: Recheck).
+	next time.Time
+	// stuck is the chain of blockers when the resource waits on something
+	// that is not itself being deleted.
+	stuck *stuckInfo
+}
+
+// stuckInfo is why a resource is stuck: a short reason and the chain.
+type stuckInfo struct {
+	reason string
+	chain  []string
+}
+
+func (s *stuckInfo) message() string { return strings.Join(s.chain, " → ") }
+
+// waits collects what a Deleting resource waits for in one step.
+type waits struct {
+	dependents []*catalog.Resource // blockOwnerDeletion dependents (Foreground)
+	referrers  []*catalog.Resource // block referrers
+	plugin     string              // the first unfinished plugin, with its state
+	pluginNext time.Time
+	stuck      *stuckInfo
+}
+
+// step carries one resource's deletion as far as it can go now. It reads
+// the live resource first (the catalog is the truth), and every write it
+// makes is conditional (resourceVersion, lifecycle) and runs under the
+// caller's fence, if any. depth counts inline steps of dependents.
+func (c *Collector) step(ctx context.Context, uid string, depth int) (result, error) {
+	r, err := c.st.GetByUID(ctx, uid)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return result{done: true}, c.ownerGone(ctx, uid, depth)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	if r.Phase != catalog.PhaseDeleting {
+		return result{done: true}, nil
+	}
+	return c.stepResource(ctx, r, depth)
+}
+
+func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth int) (result, error) {
+	var w waits
+	policy := Propagation(r.PropagationPolicy)
+	if policy == "" {
+		policy = Foreground
+	}
+	cascading := slices.Contains(r.Finalizers, catalog.FinalizerCascade)
+
+	// 1. Dependents, by the owner's propagation policy.
+	var entered []*catalog.Resource
+	{
+		// Dependents that can go at once (no finalizer, dependent, plugin
+		// or held reference) are deleted and purged in one batch; those
+		// the catalog finds held take the step by step path.
+		var fast []catalog.CollectItem
+		slow := map[string]*catalog.Resource{}
+		deps, err := c.st.Dependents(ctx, r.UID)
+		if err != nil {
+			return result{}, err
+		}
+		for _, d := range deps {
+			edge := ownerEdge(d, r.UID)
+			if edge == nil {
+				continue
+			}
+			if policy == Orphan {
+				if err := c.unlink(ctx, d, r, "orphaned: owner "+r.Key().String()+" deleted with Orphan propagation"); err != nil {
+					return result{}, err
+				}
+				continue
+			}
+			block := policy == Foreground && edge.BlockOwnerDeletion
+			if d.Phase == catalog.PhaseDeleting {
+				if block {
+					w.dependents = append(w.dependents, d)
+					entered = append(entered, d)
+				}
+				continue
+			}
+			remaining, err := c.remainingOwners(ctx, d, r.UID)
+			if err != nil {
+				return result{}, err
+			}
+			if len(remaining) > 0 {
+				if err := c.unlink(ctx, d, r, "owner "+r.Key().String()+" deleted; still owned by "+strings.Join(remaining, ", ")); err != nil {
+					return result{}, err
+				}
+				continue
+			}
+			prop := Background
+			if policy == Foreground {
+				prop = Foreground
+			}
+			if c.leaf(d) {
+				fast = append(fast, catalog.CollectItem{UID: d.UID, ResourceVersion: d.ResourceVersion, Propagation: catalog.Propagation(prop),
+					Reason: "owner " + r.Key().String() + " deleted (" + string(policy) + "); nothing held it"})
+				slow[d.UID] = d
+				continue
+			}
+			nd, err := c.enter(ctx, d, prop, "owner "+r.Key().String()+" deleted ("+string(policy)+")", true, false)
+			if errors.Is(err, catalog.ErrInvalidTransition) {
+				continue // moved on meanwhile; its next event wakes us
+			}
+			if err != nil {
+				return result{}, err
+			}
+			entered = append(entered, nd)
+			if block {
+				w.dependents = append(w.dependents, nd)
+			}
+		}
+
+		if len(fast) > 0 {
+			gone, err := c.st.CollectBatch(c.actor(ctx), fast)
+			if err != nil {
+				return result{}, err
+			}
+			c.markDone(gone...)
+			for _, uid := range gone {
+				delete(slow, uid)
+			}
+			for _, it := range fast {
+				d, ok := slow[it.UID]
+				if !ok {
+					continue
+				}
+				nd, err := c.enter(ctx, d, Propagation(it.Propagation), it.Reason, true, false)
+				if errors.Is(err, catalog.ErrInvalidTransition) {
+					continue
+				}
+				if err != nil {
+					return result{}, err
+				}
+				entered = append(entered, nd)
+				if edge := ownerEdge(nd, r.UID); edge != nil && policy == Foreground && edge.BlockOwnerDeletion {
+					w.dependents = append(w.dependents, nd)
+				}
+			}
+		}
+	}
+
+	// 2. Referrers, by each reference's onTargetDelete.
+	refs, err := c.st.Referrers(ctx, r.Key())
+	if err != nil {
+		return result{}, err
+	}
+	for _, x := range refs {
+		for _, ref := range refsTo(x, r) {
+			switch ref.OnTargetDelete {
+			case catalog.RefBlock:
+				w.referrers = append(w.referrers, x)
+			case catalog.RefUnset:
+				if err := c.unset(ctx, x, r); err != nil {
+					return result{}, err
+				}
+			case catalog.RefCascade:
+				if x.Phase == catalog.PhaseDeleting {
+					continue
+				}
+				nx, err := c.enter(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted", true, false)
+				if errors.Is(err, catalog.ErrInvalidTransition) {
+					continue
+				}
+				if err != nil {
+					return result{}, err
+				}
+				entered = append(entered, nx)
+			}
+		}
+	}
+
+	// 3. Step what the cascade moved to Deleting, in process: their
+	// plugins in one batch, then each on its own. What is left waiting
+	// keeps its queued item.
+	if len(entered) > 0 && depth >= MaxInlineDepth {
+		for _, d := range entered {
+			if err := c.queueLeft(ctx, d, c.now()); err != nil {
+				return result{}, err
+			}
+		}
+	}
+	if len(entered) > 0 && depth < MaxInlineDepth {
+		if err := c.runPlugins(ctx, entered); err != nil {
+			return result{}, err
+		}
+		gone := map[string]bool{}
+		waiting := map[string]*catalog.Resource{}
+		for _, d := range entered {
+			if d.Phase != catalog.PhaseDeleting {
+				continue
+			}
+			res, err := c.stepResource(ctx, d, depth+1)
+			if err != nil {
+				return result{}, err
+			}
+			if res.done {
+				gone[d.UID] = true
+				continue
+			}
+			if err := c.queueLeft(ctx, d, res.next); err != nil {
+				return result{}, err
+			}
+			x := *d
+			x.Conditions = slices.DeleteFunc(slices.Clone(d.Conditions), func(cd catalog.Condition) bool { return cd.Type == ConditionStuck })
+			if res.stuck != nil {
+				x.Conditions = append(x.Conditions, catalog.Condition{Type: ConditionStuck, Status: "True", Reason: res.stuck.reason, Message: res.stuck.message()})
+			}
+			waiting[d.UID] = &x
+		}
+		var left []*catalog.Resource
+		for _, d := range w.dependents {
+			if gone[d.UID] {
+				continue
+			}
+			if x, ok := waiting[d.UID]; ok {
+				d = x
+			}
+			left = append(left, d)
+		}
+		w.dependents = left
+	}
+
+	// 4. The cascade finalizer goes once no blocking dependent is left.
+	if cascading && len(w.dependents) == 0 {
+		nr, err := c.st.RemoveFinalizer(c.actor(ctx), r.Key(), catalog.FinalizerCascade)
+		if err != nil {
+			return result{}, err
+		}
+		r = nr
+	}
+
+	// 5. Plugins, for a resource that is not a backup.
+	if r.Kind != BackupKind && slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
+		rs := []*catalog.Resource{r}
+		if err := c.runPlugins(ctx, rs); err != nil {
+			return result{}, err
+		}
+		r = rs[0]
+	}
+	if r.Kind != BackupKind && slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
+		_, rows, err := c.st.LoadProgress(ctx, r.UID)
+		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			return result{}, err
+		}
+		for _, row := range rows {
+			w.plugin = fmt.Sprintf("plugin %s %s: %s", row.Plugin, row.Outcome, row.Message)
+			w.pluginNext = row.NextAttemptAt
+		}
+	}
+
+	// 6. Purge: no finalizer left, no block referrer alive.
+	if r.Kind != BackupKind && len(r.Finalizers) == 0 && len(w.referrers) == 0 {
+		err := c.st.Purge(c.actor(ctx), r.Key(), catalog.PurgeOptions{Reason: purgeReason(r)})
+		switch {
+		case err == nil:
+			// A read first: most resources never saved any progress.
+			if _, _, err := c.st.LoadProgress(ctx, r.UID); err == nil {
+				if err := c.st.DeleteProgress(ctx, r.UID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
+					c.log.Warn("removing plugin progress", "resource", r.Key(), "error", err)
+				}
+			}
+			return result{done: true}, c.ownerGone(ctx, r.UID, depth)
+		case errors.Is(err, catalog.ErrNotFound):
+			return result{done: true}, nil
+		case errors.Is(err, catalog.ErrInvalidTransition):
+			// Changed meanwhile; the next event brings it back.
+		default:
+			return result{}, err
+		}
+	}
+
+	// 7. Waiting: is it stuck?
+	w.stuck = c.stuckOf(ctx, r, &w)
+	if err := c.noteStuck(ctx, r, w.stuck); err != nil {
+		return result{}, err
+	}
+	return result{next: w.pluginNext, stuck: w.stuck}, nil
+}
+
+// leaf says whether d may take the batch path: not a backup, no
+// finalizer, no plugin selecting it. The catalog checks the rest (no
+// dependent, no held reference, unchanged) in the same transaction.
+func (c *Collector) leaf(d *catalog.Resource) bool {
+	return d.Kind != BackupKind && len(d.Finalizers) == 0 && len(c.selecting(d)) == 0
+}
+
+func purgeReason(r *catalog.Resource) string {
+	return "garbage collected (" + string(r.PropagationPolicy) + "): every finalizer removed"
+}
+
+func (c *Collector) actor(ctx context.Context) context.Context {
+	return catalog.WithDefaultActor(ctx, "gc")
+}
+
+// ownerGone handles the dependents of a purged owner: each is deleted
+// (Background) unless another owner remains, in which case it only loses
+// the edge. Dependents already Deleting are left to their own items.
+func (c *Collector) ownerGone(ctx context.Context, uid string, depth int) error {
+	deps, err := c.st.Dependents(ctx, uid)
+	if err != nil || len(deps) == 0 {
+		return err
+	}
+	gone := &catalog.Resource{UID: uid, Kind: "(purged owner)", Name: uid}
+	var entered []*catalog.Resource
+	for _, d := range deps {
+		edge := ownerEdge(d, uid)
+		if edge == nil || d.Phase == catalog.PhaseDeleting {
+			continue
+		}
+		gone.Kind, gone.Name = edge.Kind, edge.Name
+		gone.Namespace = d.Namespace
+		remaining, err := c.remainingOwners(ctx, d, uid)
+		if err != nil {
+			return err
+		}
+		if len(remaining) > 0 {
+			if err := c.unlink(ctx, d, gone, "owner "+edge.Kind+"/"+edge.Name+" purged; still owned by "+strings.Join(remaining, ", ")); err != nil {
+				return err
+			}
+			continue
+		}
+		nd, err := c.enter(ctx, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged", true, false)
+		if errors.Is(err, catalog.ErrInvalidTransition) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		entered = append(entered, nd)
+	}
+	if len(entered) == 0 {
+		return nil
+	}
+	if depth < MaxInlineDepth {
+		if err := c.runPlugins(ctx, entered); err != nil {
+			return err
+		}
+	}
+	for _, d := range entered {
+		if depth < MaxInlineDepth {
+			res, err := c.stepResource(ctx, d, depth+1)
+			if err != nil {
+				return err
+			}
+			if res.done {
+				continue
+			}
+		}
+		if err := c.queueLeft(ctx, d, time.Time{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// remainingOwners names d's owners other than exclude that still exist and
+// are not being deleted.
+func (c *Collector) remainingOwners(ctx context.Context, d *catalog.Resource, exclude string) ([]string, error) {
+	var out []string
+	for _, o := range d.Owners {
+		if o.UID == exclude {
+			continue
+		}
+		or, err := c.st.GetByUID(ctx, o.UID)
+		if errors.Is(err, catalog.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if or.Phase != catalog.PhaseDeleting {
+			out = append(out, or.Key().String())
+		}
+	}
+	return out, nil
+}
+
+// unlink removes d's owner edge to owner, retrying on conflicts.
+func (c *Collector) unlink(ctx context.Context, d *catalog.Resource, owner *catalog.Resource, why string) error {
+	return c.rewrite(ctx, d, func(x *catalog.Resource) bool {
+		n := len(x.Owners)
+		x.Owners = slices.DeleteFunc(x.Owners, func(o catalog.OwnerRef) bool { return o.UID == owner.UID })
+		return len(x.Owners) != n
+	}, "unlink-owner", why)
+}
+
+// unset removes x's references to target, audited.
+func (c *Collector) unset(ctx context.Context, x, target *catalog.Resource) error {
+	return c.rewrite(ctx, x, func(y *catalog.Resource) bool {
+		n := len(y.References)
+		y.References = slices.DeleteFunc(y.References, func(ref catalog.Reference) bool {
+			return ref.OnTargetDelete == catalog.RefUnset && len(refsTo(&catalog.Resource{References: []catalog.Reference{ref}}, target)) == 1
+		})
+		return len(y.References) != n
+	}, "unset-reference", "reference to "+target.Key().String()+" unset: its target is being deleted")
+}
+
+// rewrite applies change to the live resource and updates it, reloading
+// on a conflict; then it appends an audit entry.
+func (c *Collector) rewrite(ctx context.Context, x *catalog.Resource, change func(*catalog.Resource) bool, action, why string) error {
+	cur := x
+	for attempt := 0; ; attempt++ {
+		if !change(cur) {
+			return nil
+		}
+		_, err := c.st.Update(c.actor(ctx), cur)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, catalog.ErrConflict) || attempt >= 5 {
+			return err
+		}
+		if cur, err = c.st.GetByUID(ctx, x.UID); err != nil {
+			if errors.Is(err, catalog.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
+	}
+	return c.st.AppendAudit(ctx, catalog.AuditEntry{
+		Time: c.now(), Actor: catalog.ActorFrom(c.actor(ctx)), Action: action, Kind: x.Kind, Namespace: x.Namespace,
+		Name: x.Name, UID: x.UID, FromPhase: x.Phase, ToPhase: x.Phase, Reason: why,
+	})
+}
+
+// stuckOf says whether r waits on something not itself being deleted:
+// a live block referrer, a user finalizer, an unfinished plugin action, a
+// stuck dependent or referrer, or an owner cycle.
+func (c *Collector) stuckOf(ctx context.Context, r *catalog.Resource, w *waits) *stuckInfo {
+	self := r.Key().String()
+	for _, x := range w.referrers {
+		if x.Phase != catalog.PhaseDeleting {
+			return &stuckInfo{reason: "BlockedByReferrer", chain: []string{
+				self + " is blocked by " + x.Key().String() + ", which holds a block reference to it and is " + string(x.Phase) + " (not being deleted)"}}
+		}
+		if s := stuckCondition(x); s != nil {
+			return &stuckInfo{reason: "BlockedByReferrer", chain: append([]string{self + " is blocked by " + x.Key().String() + " (block reference)"}, s.Message)}
+		}
+	}
+	for _, d := range w.dependents {
+		if s := stuckCondition(d); s != nil {
+			return &stuckInfo{reason: "DependentStuck", chain: append([]string{self + " waits for its dependent " + d.Key().String()}, s.Message)}
+		}
+	}
+	if w.plugin != "" {
+		return &stuckInfo{reason: "PluginUnfinished", chain: []string{self + " waits for " + w.plugin}}
+	}
+	for _, f := range r.Finalizers {
+		if f != catalog.FinalizerCascade && f != catalog.FinalizerDeleteActions {
+			return &stuckInfo{reason: "WaitingForFinalizer", chain: []string{
+				self + " waits for finalizer " + f + " (its controller removes it, or: lethe finalize " + finalizeArgs(r.Key(), f) + ")"}}
+		}
+	}
+	if len(w.dependents) > 0 || len(w.referrers) > 0 {
+		if cyc := c.ownerCycle(ctx, r); len(cyc) > 0 {
+			return &stuckInfo{reason: "OwnerCycle", chain: []string{"owner cycle: " + strings.Join(cyc, " → ")}}
+		}
+	}
+	return nil
+}
+
+func finalizeArgs(k catalog.Key, f string) string {
+	s := k.Kind + " " + k.Name
+	if k.Namespace != "" {
+		s += " -n " + k.Namespace
+	}
+	return s + " " + f
+}
+
+func stuckCondition(r *catalog.Resource) *catalog.Condition {
+	for i := range r.Conditions {
+		if r.Conditions[i].Type == ConditionStuck && r.Conditions[i].Status == "True" {
+			return &r.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// ownerCycle walks r's owners upwards and returns the cycle through r, if
+// any (bounded: a cycle is reported, never looped on).
+func (c *Collector) ownerCycle(ctx context.Context, r *catalog.Resource) []string {
+	type node struct {
+		res  *catalog.Resource
+		path []string
+	}
+	seen := map[string]bool{r.UID: true}
+	queue := []node{{r, []string{r.Key().String()}}}
+	for steps := 0; len(queue) > 0 && steps < 256; steps++ {
+		n := queue[0]
+		queue = queue[1:]
+		for _, o := range n.res.Owners {
+			if o.UID == r.UID {
+				return append(slices.Clone(n.path), r.Key().String())
+			}
+			if seen[o.UID] {
+				continue
+			}
+			seen[o.UID] = true
+			or, err := c.st.GetByUID(ctx, o.UID)
+			if err != nil {
+				continue
+			}
+			queue = append(queue, node{or, append(slices.Clone(n.path), or.Key().String())})
+		}
+	}
+	return nil
+}
+
+// noteStuck sets, or clears, r's DeletionStuck condition; it writes only
+// when the condition changes.
+func (c *Collector) noteStuck(ctx context.Context, r *catalog.Resource, s *stuckInfo) error {
+	cur := stuckCondition(r)
+	switch {
+	case s == nil && cur == nil:
+		return nil
+	case s != nil && cur != nil && cur.Reason == s.reason && cur.Message == s.message():
+		return nil
+	}
+	return c.rewriteQuiet(ctx, r, func(x *catalog.Resource) bool {
+		x.Conditions = slices.DeleteFunc(x.Conditions, func(cd catalog.Condition) bool { return cd.Type == ConditionStuck })
+		if s != nil {
+			x.Conditions = append(x.Conditions, catalog.Condition{Type: ConditionStuck, Status: "True", Reason: s.reason,
+				Message: s.message(), LastTransitionTime: c.now()})
+		}
+		return true
+	})
+}
+
+// rewriteQuiet is rewrite without an audit entry (conditions).
+func (c *Collector) rewriteQuiet(ctx context.Context, x *catalog.Resource, change func(*catalog.Resource) bool) error {
+	cur := x
+	for attempt := 0; ; attempt++ {
+		change(cur)
+		_, err := c.st.Update(c.actor(ctx), cur)
+		if err == nil || errors.Is(err, catalog.ErrNotFound) {
+			return nil
+		}
+		if !errors.Is(err, catalog.ErrConflict) || attempt >= 5 {
+			return err
+		}
+		if cur, err = c.st.GetByUID(ctx, x.UID); err != nil {
+			if errors.Is(err, catalog.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+var _ = json.Marshal
