@@ -320,12 +320,7 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document) (*plan, er
 	return p, nil
 }
 
-func (it *item) where() string {
-	if it.bundle != nil {
-		return fmt.Sprintf("%s (member %q of %s)", it.doc.Where(), it.member, it.bundle.doc.Key())
-	}
-	return it.doc.Where()
-}
+func (it *item) where() string { return it.doc.Where() }
 
 // bundleOwner returns the Bundle owner ref of r, if any.
 func bundleOwner(r *catalog.Resource) (catalog.OwnerRef, bool) {

@@ -90,6 +90,7 @@ func ParseBundle(d *Document) (*Bundle, error) {
 			err.(*Error).Doc = d.Key().String()
 			return nil, err
 		}
+		md.Container = d.Key().String()
 		if md.Kind == KindBundle {
 			return nil, d.Errorf(field+".object.kind", "a bundle cannot hold a bundle")
 		}

@@ -39,6 +39,9 @@ type Document struct {
 	// Field is the path of this document inside another one (a bundle
 	// member: "spec.resources[2].object"), empty for a top-level one.
 	Field string `json:"-"`
+	// Container names the document that holds this one ("Bundle/shop"),
+	// empty for a top-level one. Messages name the container.
+	Container string `json:"-"`
 
 	Kind       string          `json:"kind"`
 	Metadata   Metadata        `json:"metadata"`
@@ -87,13 +90,20 @@ func (d *Document) Key() catalog.Key {
 // Where names the document for messages: "app.yaml, document 2
 // (VolumeSnapshot prod/snap-a)".
 func (d *Document) Where() string {
+	if d.Container != "" {
+		return where(d.Source, d.Index, d.Container) + " " + d.Field
+	}
 	return where(d.Source, d.Index, d.Key().String())
 }
 
 // Errorf is an *Error about field of d (relative to d; d.Field is
 // prepended).
 func (d *Document) Errorf(field, format string, args ...any) *Error {
-	return &Error{Source: d.Source, Index: d.Index, Doc: d.Key().String(), Field: join(d.Field, field), Msg: fmt.Sprintf(format, args...)}
+	doc := d.Key().String()
+	if d.Container != "" {
+		doc = d.Container
+	}
+	return &Error{Source: d.Source, Index: d.Index, Doc: doc, Field: join(d.Field, field), Msg: fmt.Sprintf(format, args...)}
 }
 
 // Resource is the document as a catalog resource, without owners (their
