@@ -76,6 +76,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	g.trust.add(pf)
 
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newMigrateCmd(a), newVersionCmd(a))
+	root.AddCommand(newApplyCmd(a))
 	return root, a
 }
 

@@ -62,6 +62,9 @@ func Read(path string, stdin io.Reader, lim Limits) ([]Source, error) {
 		return []Source{{Name: "stdin", Data: b}}, nil
 	}
 	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such file or folder", path)
+	}
 	if err != nil {
 		return nil, err
 	}
