@@ -191,10 +191,16 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 type ConflictError struct {
 	Key catalog.Key
 	Err error
+	// Race: another writer changed the catalog while apply ran (else the
+	// manifest's resourceVersion is not the stored one).
+	Race bool
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("%s changed meanwhile (%v): nothing was applied; apply again to see the current state", e.Key, e.Err)
+	if e.Race {
+		return fmt.Sprintf("%s changed while apply ran (%v): nothing was applied; apply again", e.Key, e.Err)
+	}
+	return fmt.Sprintf("%s: %v: nothing was applied", e.Key, e.Err)
 }
 func (e *ConflictError) Unwrap() error { return e.Err }
 
@@ -355,7 +361,7 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 			}
 		}
 		if v := d.Metadata.ResourceVersion; v != 0 && v != cur.ResourceVersion {
-			return &ConflictError{Key: d.Key(), Err: fmt.Errorf("the manifest has resourceVersion %d, the catalog %d", v, cur.ResourceVersion)}
+			return &ConflictError{Key: d.Key(), Err: fmt.Errorf("the manifest has resourceVersion %d but the catalog has %d (it changed since the manifest was written)", v, cur.ResourceVersion)}
 		}
 		adopt := it.bundle != nil && cur.Phase == catalog.PhaseScheduled
 		if cur.Phase != catalog.PhaseActive && !adopt {
@@ -664,7 +670,7 @@ func (e *Engine) write(ctx context.Context, p *plan) error {
 		}
 		if errors.Is(err, catalog.ErrConflict) || errors.Is(err, catalog.ErrAlreadyExists) || errors.Is(err, catalog.ErrNotFound) ||
 			errors.Is(err, catalog.ErrInvalidTransition) {
-			return &ConflictError{Key: k, Err: err}
+			return &ConflictError{Key: k, Err: err, Race: true}
 		}
 		return fmt.Errorf("nothing was applied: %w", err)
 	}

@@ -224,7 +224,8 @@ func TestApplyConflicts(t *testing.T) {
 		_, err = e.Apply(ctx, stale, apply.Options{})
 		var ce *apply.ConflictError
 		require.ErrorAs(t, err, &ce)
-		assert.Contains(t, err.Error(), "Database/orders changed meanwhile")
+		assert.Contains(t, err.Error(), "Database/orders: the manifest has resourceVersion")
+		assert.Contains(t, err.Error(), "nothing was applied")
 		assert.Equal(t, v, version(t, st))
 		// The current one applies.
 		stale[0].Metadata.ResourceVersion = orders.ResourceVersion
@@ -244,6 +245,8 @@ func TestApplyConflicts(t *testing.T) {
 		v = version(t, st)
 		_, err = re.Apply(ctx, docs(t, "kind: Database\nmetadata: {name: first}\n---\nkind: Database\nmetadata: {name: orders}\nspec: {size: 3}"), apply.Options{})
 		require.ErrorAs(t, err, &ce)
+		assert.True(t, ce.Race)
+		assert.Contains(t, err.Error(), "Database/orders changed while apply ran")
 		assert.Equal(t, catalog.Key{Kind: "Database", Name: "orders"}, ce.Key)
 		assert.ErrorIs(t, err, catalog.ErrConflict)
 		assert.Equal(t, v+1, version(t, st), "only the other writer's update")

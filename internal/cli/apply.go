@@ -132,7 +132,7 @@ func printApply(a *app, format string, res *apply.Result) error {
 	}
 	prefix := ""
 	if res.DryRun {
-		prefix = "Dry run, nothing changed: would be "
+		prefix = "Dry run, nothing changed: "
 	}
 	_, err := fmt.Fprintf(a.s.Out, "%s%s.\n", prefix, res.Summary())
 	return err
