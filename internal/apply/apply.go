@@ -186,7 +186,7 @@ type RefusedError struct{ Err error }
 func (e *RefusedError) Error() string { return e.Err.Error() }
 func (e *RefusedError) Unwrap() error { return e.Err }
 
-// ConflictError: the catalog changed between the plan and the write (or
+// ConflictError is a conflict: the catalog changed between the plan and the write (or
 // differs from the manifest's resourceVersion); nothing was written.
 type ConflictError struct {
 	Key catalog.Key

@@ -2,6 +2,7 @@ package apply_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -238,5 +239,31 @@ func TestBundlePrunesThroughThePruner(t *testing.T) {
 		_, err = e.Apply(ctx, docs(t, bundle("shop", "{v: 1}")), apply.Options{})
 		require.NoError(t, err)
 		assert.Equal(t, []catalog.Key{{Kind: "Service", Namespace: "shop", Name: "a"}}, pr.keys, "only the member without a delay goes at once")
+	})
+}
+
+// failingPruner fails like a process dying between the batch and the
+// prune would leave things: the batch is committed, the prune not done.
+type failingPruner struct{ err error }
+
+func (p failingPruner) Delete(context.Context, catalog.Key) error { return p.err }
+
+// A prune that fails after the batch is finished by applying again.
+func TestBundleReapplyFinishesAnInterruptedPrune(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		broken, err := apply.New(&apply.Config{Store: st, Now: clock.Now, Pruner: failingPruner{errors.New("collector down")}})
+		require.NoError(t, err)
+		_, err = broken.Apply(ctx, docs(t, bundle("shop", "{v: 1}", "a", "b")), apply.Options{})
+		require.NoError(t, err)
+		_, err = broken.Apply(ctx, docs(t, bundle("shop", "{v: 2}", "b")), apply.Options{})
+		require.ErrorContains(t, err, "pruning Service/shop/a: collector down (apply again to finish)")
+		assert.JSONEq(t, `{"v":2}`, string(get(t, st, "Service", "shop", "b").Spec), "the batch before the prune is committed")
+		assert.Equal(t, catalog.PhaseActive, get(t, st, "Service", "shop", "a").Phase)
+
+		res, err := newEngine(t, st, clock).Apply(ctx, docs(t, bundle("shop", "{v: 2}", "b")), apply.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, apply.Deleted, byName(res)["a"].Action)
+		assert.Equal(t, apply.Unchanged, byName(res)["b"].Action)
+		assert.Equal(t, catalog.PhaseDeleting, get(t, st, "Service", "shop", "a").Phase)
 	})
 }
