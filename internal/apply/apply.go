@@ -363,7 +363,9 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 		if v := d.Metadata.ResourceVersion; v != 0 && v != cur.ResourceVersion {
 			return &ConflictError{Key: d.Key(), Err: fmt.Errorf("the manifest has resourceVersion %d but the catalog has %d (it changed since the manifest was written)", v, cur.ResourceVersion)}
 		}
-		adopt := it.bundle != nil && cur.Phase == catalog.PhaseScheduled
+		// Only its own bundle adopts a Scheduled member.
+		o, owned := bundleOwner(cur)
+		adopt := it.bundle != nil && cur.Phase == catalog.PhaseScheduled && owned && it.bundle.cur != nil && o.UID == it.bundle.cur.UID
 		if cur.Phase != catalog.PhaseActive && !adopt {
 			it.skipped = true
 			ch.Action = Skipped

@@ -267,3 +267,22 @@ func TestBundleReapplyFinishesAnInterruptedPrune(t *testing.T) {
 		assert.Equal(t, catalog.PhaseDeleting, get(t, st, "Service", "shop", "a").Phase)
 	})
 }
+
+// The sync filter: a Scheduled resource that no bundle owns is not
+// adopted by a bundle that starts listing it; it stays Scheduled.
+func TestBundleDoesNotAdoptAStranger(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		_, err := e.Apply(ctx, docs(t, "kind: Service\nmetadata: {name: web, namespace: shop}\nspec: {v: 0}"), apply.Options{})
+		require.NoError(t, err)
+		_, err = st.Schedule(ctx, catalog.Key{Kind: "Service", Namespace: "shop", Name: "web"}, catalog.ScheduleOptions{Delay: time.Hour})
+		require.NoError(t, err)
+		res, err := e.Apply(ctx, docs(t, bundle("shop", "{v: 1}", "web")), apply.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, apply.Skipped, byName(res)["web"].Action)
+		web := get(t, st, "Service", "shop", "web")
+		assert.Equal(t, catalog.PhaseScheduled, web.Phase)
+		assert.JSONEq(t, `{"v":0}`, string(web.Spec))
+		assert.Empty(t, web.Owners)
+	})
+}
