@@ -42,6 +42,21 @@ type Resources interface {
 	// only by the lifecycle methods; a finalizer cannot be added to a
 	// Deleting resource.
 	Update(ctx context.Context, r *Resource) (*Resource, error)
+	// WriteBatch makes creates and updates in one transaction, all or
+	// nothing, in order (each write gets its own resourceVersion, event
+	// and audit entry). Each write is checked as Create or Update checks
+	// it (ErrAlreadyExists, ErrConflict, *TransitionError); an owner uid
+	// must name a stored resource or one created earlier in the batch
+	// (ErrNotFound otherwise). The first failure rolls everything back,
+	// and its error names the resource.
+	WriteBatch(ctx context.Context, ws []Write) ([]*Resource, error)
+}
+
+// Write is one write of WriteBatch: Create inserts Resource as Create
+// does; otherwise Resource updates the stored one as Update does.
+type Write struct {
+	Create   bool
+	Resource *Resource
 }
 
 // Lifecycle moves a resource through Active, Scheduled, Deleting and

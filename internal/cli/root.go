@@ -78,7 +78,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	g.retry.add(pf)
 
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
-		newDeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a))
+		newApplyCmd(a), newDeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a))
 	return root, a
 }
 

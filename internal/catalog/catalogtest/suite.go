@@ -66,6 +66,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("CRUD", func(t *testing.T) { testCRUD(t, newStore) })
 	t.Run("CreateBatch", func(t *testing.T) { testCreateBatch(t, newStore) })
 	t.Run("Update", func(t *testing.T) { testUpdate(t, newStore) })
+	t.Run("WriteBatch", func(t *testing.T) { testWriteBatch(t, newStore) })
 	t.Run("List", func(t *testing.T) { testList(t, newStore) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, newStore) })
 	t.Run("IllegalTransitions", func(t *testing.T) { testIllegalTransitions(t, newStore) })

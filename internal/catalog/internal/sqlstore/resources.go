@@ -319,28 +319,31 @@ func (s *Store) Update(ctx context.Context, r *catalog.Resource) (*catalog.Resou
 		return nil, err
 	}
 	return s.mutate(ctx, mutation{key: r.Key(), action: "update", actor: catalog.ActorFrom(ctx), rewriteEdges: true,
-		apply: func(cur *catalog.Resource, _ time.Time) (*catalog.Resource, error) {
-			if r.UID != "" && r.UID != cur.UID {
-				return nil, fmt.Errorf("%s: uid %s does not match the stored %s: %w", r.Key(), r.UID, cur.UID, catalog.ErrConflict)
+		apply: func(cur *catalog.Resource, _ time.Time) (*catalog.Resource, error) { return updated(cur, r) }})
+}
+
+// updated is the new state when r updates cur (Update, WriteBatch).
+func updated(cur, r *catalog.Resource) (*catalog.Resource, error) {
+	if r.UID != "" && r.UID != cur.UID {
+		return nil, fmt.Errorf("%s: uid %s does not match the stored %s: %w", r.Key(), r.UID, cur.UID, catalog.ErrConflict)
+	}
+	if r.ResourceVersion != cur.ResourceVersion {
+		return nil, fmt.Errorf("%s: resourceVersion %d, stored %d: %w", r.Key(), r.ResourceVersion, cur.ResourceVersion, catalog.ErrConflict)
+	}
+	if cur.Phase == catalog.PhaseDeleting {
+		for _, f := range r.Finalizers {
+			if !slices.Contains(cur.Finalizers, f) {
+				return nil, &catalog.TransitionError{Key: cur.Key(), From: cur.Phase, To: cur.Phase,
+					Reason: fmt.Sprintf("cannot add finalizer %q to a Deleting resource", f)}
 			}
-			if r.ResourceVersion != cur.ResourceVersion {
-				return nil, fmt.Errorf("%s: resourceVersion %d, stored %d: %w", r.Key(), r.ResourceVersion, cur.ResourceVersion, catalog.ErrConflict)
-			}
-			if cur.Phase == catalog.PhaseDeleting {
-				for _, f := range r.Finalizers {
-					if !slices.Contains(cur.Finalizers, f) {
-						return nil, &catalog.TransitionError{Key: cur.Key(), From: cur.Phase, To: cur.Phase,
-							Reason: fmt.Sprintf("cannot add finalizer %q to a Deleting resource", f)}
-					}
-				}
-			}
-			next := clone(r)
-			next.UID = cur.UID
-			next.Phase = cur.Phase
-			next.DeletionDueAt = cur.DeletionDueAt
-			next.DeletionTimestamp = cur.DeletionTimestamp
-			next.PropagationPolicy = cur.PropagationPolicy
-			next.CreatedAt = cur.CreatedAt
-			return next, nil
-		}})
+		}
+	}
+	next := clone(r)
+	next.UID = cur.UID
+	next.Phase = cur.Phase
+	next.DeletionDueAt = cur.DeletionDueAt
+	next.DeletionTimestamp = cur.DeletionTimestamp
+	next.PropagationPolicy = cur.PropagationPolicy
+	next.CreatedAt = cur.CreatedAt
+	return next, nil
 }

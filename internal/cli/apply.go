@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lethehq/lethe/internal/apply"
+	"github.com/lethehq/lethe/internal/manifest"
+)
+
+func newApplyCmd(a *app) *cobra.Command {
+	var files []string
+	var dryRun bool
+	c := &cobra.Command{
+		Use:   "apply -f FILE|DIR|-",
+		Short: "Create or update resources of any kind, and bundles, from manifests",
+		Long: `Apply creates or updates catalog resources from manifests in Kubernetes
+shape (kind, metadata, references, spec), as multi-document YAML or JSON,
+read from a file, from every .yaml, .yml and .json file of a folder (in
+name order), or from stdin (-f -).
+
+Everything given is applied all or nothing: every document is checked
+first (names, labels, policies; owners and block, unset and cascade targets
+exist, in the catalog or in the same apply; no owner cycle), then all
+creates and updates are written in one transaction. Applying the same
+manifests again changes nothing ("unchanged"). metadata.resourceVersion,
+when given, must be the stored one; a resource changed by someone else
+between apply's read and its write fails the whole apply.
+
+The sync filter: a resource that is Scheduled or Deleting is never
+re-created or changed by apply. It is reported as skipped, and apply exits
+with code 3.
+
+A document of kind Bundle declares a set of resources (spec.resources:
+[{name, object}]), each owned by the bundle. A member that leaves the
+bundle's spec is pruned: with lethe.io/deletion-delay it is Scheduled and
+counts down; otherwise it is deleted at once, with its cascade. A member
+that comes back before its delay expires is adopted: Active again, its
+countdown cancelled, its spec the desired one.`,
+		Example: `  # Preview, then apply
+  lethe apply -f shop.yaml --dry-run
+  lethe apply -f shop.yaml
+
+  # Every manifest of a folder, in name order, as one apply
+  lethe apply -f manifests/
+
+  # From stdin, with a report a script can read
+  cat shop.yaml | lethe apply -f - -o json`,
+		Args: exactArgs(0, ""),
+	}
+	c.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifest file, folder, or - for stdin (repeatable; all are applied together)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be created, updated, adopted or pruned, and change nothing")
+	out := outputFlag(c, "table")
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		if len(files) == 0 {
+			return usageError{errors.New("-f FILE|DIR|- is required: the manifests to apply")}
+		}
+		stdin := 0
+		for _, f := range files {
+			if f == "-" {
+				stdin++
+			}
+		}
+		if stdin > 1 {
+			return usageError{errors.New("-f - (stdin) may be given once")}
+		}
+		var docs []*manifest.Document
+		for _, f := range files {
+			ds, err := manifest.Load(f, a.s.In, manifest.DefaultLimits)
+			if err != nil {
+				return err
+			}
+			docs = append(docs, ds...)
+		}
+		ctx := cmd.Context()
+		st, err := a.catalog(ctx)
+		if err != nil {
+			return err
+		}
+		eng, err := apply.New(&apply.Config{Store: st})
+		if err != nil {
+			return err
+		}
+		res, err := eng.Apply(ctx, docs, apply.Options{DryRun: dryRun})
+		if res != nil {
+			if perr := printApply(a, *out, res); perr != nil {
+				return perr
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if n := res.Count(apply.Skipped); n > 0 {
+			fmt.Fprintf(a.s.Err, "lethe: %d resource(s) pending deletion were left as they are (sync filter); see the report\n", n)
+			return errIncomplete
+		}
+		return nil
+	}
+	return c
+}
+
+func printApply(a *app, format string, res *apply.Result) error {
+	if format != "table" {
+		if res.Changes == nil {
+			res.Changes = []*apply.Change{}
+		}
+		return printStructured(a.s.Out, format, res)
+	}
+	t := newTable(a.s.Out, "ACTION", "KIND", "NAMESPACE", "NAME", "DETAIL")
+	for _, c := range res.Changes {
+		var detail []string
+		if c.Bundle != "" {
+			detail = append(detail, c.Bundle)
+		}
+		if c.Action == apply.Scheduled && c.DueAt != nil {
+			detail = append(detail, "due "+c.DueAt.UTC().Format(time.RFC3339))
+		}
+		if c.Reason != "" {
+			detail = append(detail, c.Reason)
+		}
+		t.row(string(c.Action), c.Kind, dash(c.Namespace), c.Name, dash(strings.Join(detail, "; ")))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	prefix := ""
+	if res.DryRun {
+		prefix = "Dry run, nothing changed: "
+	}
+	_, err := fmt.Fprintf(a.s.Out, "%s%s.\n", prefix, res.Summary())
+	return err
+}

@@ -1,0 +1,241 @@
+package manifest_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/manifest"
+)
+
+const example = `kind: VolumeSnapshot
+metadata:
+  name: snap-a
+  namespace: prod
+  labels: {team: db}
+  annotations: {lethe.io/deletion-delay: 24h}
+  ownerReferences:
+  - {kind: Backup, name: nightly-0412, blockOwnerDeletion: true}
+  finalizers: [example.com/drain]
+references:
+- {kind: Database, namespace: prod, name: orders, onTargetDelete: block}
+spec: {snapshotHandle: snap-0a1b}
+---
+# an empty document is skipped
+---
+kind: Database
+metadata: {name: orders, namespace: prod, resourceVersion: "42"}
+`
+
+func parse(t *testing.T, text string) ([]*manifest.Document, error) {
+	t.Helper()
+	return manifest.Parse(manifest.Source{Name: "m.yaml", Data: []byte(text)}, manifest.DefaultLimits)
+}
+
+func TestParseExample(t *testing.T) {
+	docs, err := parse(t, example)
+	require.NoError(t, err)
+	require.Len(t, docs, 2)
+	d := docs[0]
+	assert.Equal(t, catalog.Key{Kind: "VolumeSnapshot", Namespace: "prod", Name: "snap-a"}, d.Key())
+	assert.Equal(t, map[string]string{"team": "db"}, d.Metadata.Labels)
+	assert.Equal(t, []manifest.OwnerReference{{Kind: "Backup", Name: "nightly-0412", BlockOwnerDeletion: true}}, d.Metadata.OwnerReferences)
+	assert.Equal(t, []string{"example.com/drain"}, d.Metadata.Finalizers)
+	assert.Equal(t, []manifest.Reference{{Kind: "Database", Namespace: "prod", Name: "orders", OnTargetDelete: catalog.RefBlock}}, d.References)
+	assert.JSONEq(t, `{"snapshotHandle":"snap-0a1b"}`, string(d.Spec))
+	assert.Equal(t, 1, d.Index)
+	assert.Equal(t, 3, docs[1].Index)
+	assert.Equal(t, int64(42), docs[1].Metadata.ResourceVersion)
+	r := d.Resource()
+	assert.Equal(t, "24h", r.Annotations[catalog.AnnotationDeletionDelay])
+	assert.Empty(t, r.Owners, "owner uids come from the catalog")
+	delay, ok := d.DeletionDelay()
+	assert.True(t, ok)
+	assert.Equal(t, "24h0m0s", delay.String())
+}
+
+func TestParseJSON(t *testing.T) {
+	// One object, an array of objects, a List, and several concatenated.
+	for name, text := range map[string]string{
+		"object": `{"kind":"Database","metadata":{"name":"a"}}
+{"kind":"Database","metadata":{"name":"b"}}`,
+		"array": `[{"kind":"Database","metadata":{"name":"a"}},{"kind":"Database","metadata":{"name":"b"}}]`,
+		"list":  `{"kind":"List","items":[{"kind":"Database","metadata":{"name":"a"}},{"kind":"Database","metadata":{"name":"b"}}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			docs, err := parse(t, text)
+			if name == "object" {
+				// Concatenated JSON values without --- are not a YAML stream.
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, docs, 2)
+			assert.Equal(t, "b", docs[1].Metadata.Name)
+		})
+	}
+}
+
+// Each bad manifest is refused with one line naming the source, the
+// document and the field.
+func TestParseRefusals(t *testing.T) {
+	ok := "kind: Database\nmetadata: {name: ok}\n---\n"
+	for _, tc := range []struct{ name, doc, want string }{
+		{"no kind", "metadata: {name: a}", `m.yaml, document 2: kind: required`},
+		{"bad kind", "kind: data-base\nmetadata: {name: a}", `kind: invalid kind "data-base"`},
+		{"no metadata", "kind: Database", `metadata: required`},
+		{"no name", "kind: Database\nmetadata: {namespace: x}", `metadata.name: required`},
+		{"bad name", "kind: Database\nmetadata: {name: Orders_DB}", `metadata.name: invalid name "Orders_DB"`},
+		{"bad namespace", "kind: Database\nmetadata: {name: a, namespace: a.b}", `metadata.namespace: invalid namespace "a.b"`},
+		{"bad label key", "kind: Database\nmetadata: {name: a, labels: {'-x': y}}", `metadata.labels["-x"]: invalid label key`},
+		{"bad label value", "kind: Database\nmetadata: {name: a, labels: {team: 'a b'}}", `metadata.labels["team"]: invalid label value "a b"`},
+		{"label not string", "kind: Database\nmetadata: {name: a, labels: {n: 1}}", `metadata.labels["n"]: want a string, got a number`},
+		{"bad delay", "kind: Database\nmetadata: {name: a, annotations: {lethe.io/deletion-delay: soon}}", `metadata.annotations["lethe.io/deletion-delay"]: invalid duration "soon"`},
+		{"scheduled-at", "kind: Database\nmetadata: {name: a, annotations: {lethe.io/deletion-scheduled-at: x}}", `set by Lethe`},
+		{"bad policy", "kind: Database\nmetadata: {name: a}\nreferences: [{kind: Disk, name: d, onTargetDelete: keep}]", `references[0].onTargetDelete: invalid policy "keep"`},
+		{"no policy", "kind: Database\nmetadata: {name: a}\nreferences: [{kind: Disk, name: d}]", `references[0].onTargetDelete: required`},
+		{"self reference", "kind: Database\nmetadata: {name: a}\nreferences: [{kind: Database, name: a, onTargetDelete: block}]", `references[0]: a resource cannot reference itself`},
+		{"self owner", "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: Database, name: a}]}", `metadata.ownerReferences[0]: owner cycle`},
+		{"owner twice", "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: B, name: b}, {kind: B, name: b}]}", `metadata.ownerReferences[1]: owner B/b appears twice`},
+		{"owner bad name", "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: B, name: B}]}", `metadata.ownerReferences[0].name: invalid name "B"`},
+		{"block not bool", "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: B, name: b, blockOwnerDeletion: 'yes'}]}", `blockOwnerDeletion: want true or false`},
+		{"unknown field", "kind: Database\nmetadata: {name: a}\nspecs: {}", `specs: unknown field`},
+		{"apiVersion", "apiVersion: v1\nkind: Database\nmetadata: {name: a}", `apiVersion: unknown field (Lethe kinds have no API version`},
+		{"uid", "kind: Database\nmetadata: {name: a, uid: x}", `metadata.uid: unknown field (set by Lethe`},
+		{"reserved finalizer", "kind: Database\nmetadata: {name: a, finalizers: [lethe.io/cascade]}", `metadata.finalizers[0]: finalizer "lethe.io/cascade" is reserved`},
+		{"bare finalizer", "kind: Database\nmetadata: {name: a, finalizers: [drain]}", `metadata.finalizers[0]: invalid finalizer "drain"`},
+		{"spec list", "kind: Database\nmetadata: {name: a}\nspec: [1]", `spec: want a mapping, got a list`},
+		{"bad rv", "kind: Database\nmetadata: {name: a, resourceVersion: abc}", `metadata.resourceVersion: want a number`},
+		{"not a mapping", "just text", `document 2: want a mapping, got a string`},
+		{"duplicate key", "kind: Database\nkind: Disk\nmetadata: {name: a}", `key "kind" appears twice`},
+		{"merge key", "base: &b {name: a}\nkind: Database\nmetadata: {<<: *b}", `merge keys`},
+		{"syntax", "kind: [", `not valid YAML or JSON`},
+		{"custom tag", "kind: !foo Database\nmetadata: {name: a}", `unsupported tag !foo`},
+		{"nested list", "kind: List\nitems: [{kind: List, items: []}]", `kind: a List may not be nested`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, ok+tc.doc)
+			require.Error(t, err)
+			msg := err.Error()
+			assert.Contains(t, msg, tc.want)
+			assert.Contains(t, msg, "m.yaml, document 2")
+			assert.NotContains(t, msg, "\n", "one line")
+		})
+	}
+}
+
+func TestHostileInput(t *testing.T) {
+	lim := manifest.DefaultLimits
+	// Billion laughs: nine levels of ten aliases each.
+	var b strings.Builder
+	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 9; i++ {
+		b.WriteString("a" + string(rune('0'+i)) + ": &a" + string(rune('0'+i)) + " [")
+		for j := range 10 {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("*a" + string(rune('0'+i-1)))
+		}
+		b.WriteString("]\n")
+	}
+	_, err := manifest.Parse(manifest.Source{Name: "bomb.yaml", Data: []byte(b.String())}, lim)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "once aliases are expanded")
+
+	deep := "kind: Database\nmetadata: {name: a}\nspec: {x: " + strings.Repeat("[", 100) + strings.Repeat("]", 100) + "}"
+	_, err = manifest.Parse(manifest.Source{Name: "deep.yaml", Data: []byte(deep)}, lim)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "nested deeper than 64 levels")
+
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	require.NoError(t, os.WriteFile(big, []byte("kind: Database\nmetadata: {name: a}\nspec: {x: '"+strings.Repeat("y", 200)+"'}"), 0o600))
+	small := lim
+	small.MaxFileBytes = 100
+	_, err = manifest.Load(big, nil, small)
+	require.ErrorContains(t, err, "larger than 100 bytes")
+
+	many := strings.Repeat("---\nkind: Database\nmetadata: {name: a}\n", 20)
+	small = lim
+	small.MaxDocuments = 10
+	_, err = manifest.Parse(manifest.Source{Name: "many.yaml", Data: []byte(many)}, small)
+	require.ErrorContains(t, err, "more than 10 documents")
+}
+
+func TestLoadFolderInNameOrder(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
+	}
+	write("20-b.yaml", "kind: Database\nmetadata: {name: b}\n")
+	write("10-a.json", `{"kind":"Database","metadata":{"name":"a"}}`)
+	write("30-c.yml", "kind: Database\nmetadata: {name: c}\n")
+	write("README.md", "not a manifest")
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o700))
+	write("sub/x.yaml", "kind: Database\nmetadata: {name: x}\n")
+	docs, err := manifest.Load(dir, nil, manifest.DefaultLimits)
+	require.NoError(t, err)
+	var names []string
+	for _, d := range docs {
+		names = append(names, d.Metadata.Name)
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, names)
+	assert.Equal(t, filepath.Join(dir, "20-b.yaml"), docs[1].Source)
+
+	docs, err = manifest.Load("-", strings.NewReader("kind: Database\nmetadata: {name: s}\n"), manifest.DefaultLimits)
+	require.NoError(t, err)
+	assert.Equal(t, "stdin", docs[0].Source)
+
+	_, err = manifest.Load(t.TempDir(), nil, manifest.DefaultLimits)
+	require.ErrorContains(t, err, "no manifest files")
+	_, err = manifest.Load("-", strings.NewReader("# nothing\n"), manifest.DefaultLimits)
+	require.ErrorContains(t, err, "stdin: no documents")
+}
+
+func TestBundle(t *testing.T) {
+	const good = `kind: Bundle
+metadata: {name: shop}
+spec:
+  resources:
+  - name: orders
+    object: {kind: Database, metadata: {namespace: prod}, spec: {size: 10}}
+  - name: snap
+    object:
+      kind: VolumeSnapshot
+      metadata: {name: snap-a, annotations: {lethe.io/deletion-delay: 1h}}
+`
+	docs, err := parse(t, good)
+	require.NoError(t, err)
+	b, err := manifest.ParseBundle(docs[0])
+	require.NoError(t, err)
+	require.Len(t, b.Members, 2)
+	assert.Equal(t, catalog.Key{Kind: "Database", Namespace: "prod", Name: "orders"}, b.Members[0].Doc.Key(), "the member name stands in for metadata.name")
+	assert.Equal(t, "snap-a", b.Members[1].Doc.Metadata.Name)
+
+	for _, tc := range []struct{ name, spec, want string }{
+		{"twice", "resources: [{name: a, object: {kind: D}}, {name: a, object: {kind: D}}]", `spec.resources[1].name: member "a" appears twice`},
+		{"invalid member", "resources: [{name: a, object: {kind: D, metadata: {labels: {x: 'a b'}}}}]", `spec.resources[0].object.metadata.labels["x"]: invalid label value`},
+		{"bad delay", "resources: [{name: a, object: {kind: D, metadata: {annotations: {lethe.io/deletion-delay: 3 days}}}}]", `spec.resources[0].object.metadata.annotations["lethe.io/deletion-delay"]: invalid duration`},
+		{"same resource", "resources: [{name: a, object: {kind: D, metadata: {name: x}}}, {name: b, object: {kind: D, metadata: {name: x}}}]", `spec.resources[1].object: D/x is also member spec.resources[0]`},
+		{"nested", "resources: [{name: a, object: {kind: Bundle, spec: {resources: []}}}]", `spec.resources[0].object.kind: a bundle cannot hold a bundle`},
+		{"no object", "resources: [{name: a}]", `spec.resources[0].object: required`},
+		{"unknown", "resources: []\nextra: 1", `spec.extra: unknown field`},
+		{"bad member name", "resources: [{name: A_1, object: {kind: D}}]", `spec.resources[0].name: invalid name "A_1"`},
+		{"no resources", "{}", `spec.resources: required`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			docs, err := parse(t, "kind: Bundle\nmetadata: {name: shop}\nspec:\n  "+strings.ReplaceAll(tc.spec, "\n", "\n  "))
+			require.NoError(t, err)
+			_, err = manifest.ParseBundle(docs[0])
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), "m.yaml, document 1 (Bundle/shop)")
+		})
+	}
+}
