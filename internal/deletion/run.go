@@ -548,19 +548,38 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	wg.Wait()
 	<-feedDone
 
+	// The pass hashed the tarball as it streamed it: the only read of the
+	// run. A stream that is not the registered tarball (replaced by an
+	// object of the same size, or changed during the run) is refused here,
+	// before anything is purged, and the watermark goes back to where the
+	// run started, so that no item of the backup is skipped because an
+	// item of the other tarball settled its ordinal.
+	var digestErr error
+	if readErr == nil && sinkErr == nil && pctx.Err() == nil {
+		if found := ar.Digest(); found != sum.Digest {
+			s.progress.Watermark = min(s.progress.Watermark, startWatermark)
+			bl, _ := d.blobsFor(ctx, b)
+			where := b.Spec.StorageKey
+			if bl != nil {
+				where = bl.URL() + "/" + where
+			}
+			digestErr = fmt.Errorf("backup %s: %w: the tarball read from %s has sha256 %s, not the sha256 %s recorded at registration; "+
+				"nothing is purged, and the items sent in this run will be sent again: run the delete again once the registered tarball is back",
+				r.Name, ErrTarballReplaced, where, found, sum.Digest)
+			d.noteTarball(ctx, b, digestErr, opts)
+		}
+	}
+
 	// Persist what is settled, whatever happened.
 	saveErr := s.save(context.WithoutCancel(ctx), true)
 	rep.Counts = progress.Counts
 	rep.UnsettledCount = len(s.unsettled)
 	rep.Unsettled = append(rep.Unsettled, sortedOutcomes(s.unsettled, maxReportedUnsettled)...)
-	if err := cmp.Or(sinkErr, readErr, context.Cause(pctx), saveErr); err != nil {
+	if err := cmp.Or(sinkErr, readErr, context.Cause(pctx), digestErr, saveErr); err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return false, fmt.Errorf("interrupted after %d of %d items; progress is saved, run the delete again to resume", s.processed, sum.Items)
 		}
 		return false, err
-	}
-	if ar.Digest() != sum.Digest {
-		return false, fmt.Errorf("backup %s: the tarball changed while it was being deleted; nothing purged, run the delete again", r.Name)
 	}
 	if progress.Watermark != sum.Items {
 		return false, fmt.Errorf("backup %s: internal error: %d of %d items settled", r.Name, progress.Watermark, sum.Items)
