@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/catalog"
 	"golang.org/x/term"
 )
@@ -106,6 +107,7 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 	if errors.Is(err, errIncomplete) {
 		return exitIncomplete
 	}
+	interrupted := errors.Is(err, deletion.ErrInterrupted)
 	msg := strings.TrimSpace(err.Error())
 	msg = strings.ReplaceAll(msg, "\n", " ")
 	fmt.Fprintf(s.Err, "Error: %s\n", msg)
@@ -120,6 +122,9 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 	}
 	if pluginRefusal(err) {
 		return exitPlugins
+	}
+	if interrupted {
+		return exitInterrupted // stopped with its progress saved
 	}
 	return exitError
 }

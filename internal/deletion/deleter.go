@@ -338,7 +338,7 @@ func (d *Deleter) tarballURL(ctx context.Context, b *backup.Backup) string {
 	} else if l, err := blobstore.Location(b.Spec.StorageLocation); err == nil {
 		loc = l
 	}
-	return loc + "/" + b.Spec.StorageKey
+	return blobstore.ObjectURL(loc, b.Spec.StorageKey)
 }
 
 // Holder is the name this Deleter uses in leases.
@@ -521,7 +521,7 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 	if err != nil {
 		return nil, err
 	}
-	where := bl.URL() + "/" + b.Spec.StorageKey
+	where := blobstore.ObjectURL(bl.URL(), b.Spec.StorageKey)
 	missing := func() error {
 		return fmt.Errorf("backup %s: %w: %s is gone from storage; no plugin can run on its items", b.Name(), ErrTarballMissing, where)
 	}

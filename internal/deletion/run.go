@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,13 @@ import (
 )
 
 const maxReportedUnsettled = 20
+
+// ErrInterrupted means a run stopped before its end with its progress
+// saved: a signal, or a download of the tarball that broke and could not
+// be resumed. Running the deletion again resumes it.
+var ErrInterrupted = errors.New("deletion interrupted")
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
 // Run executes the deletion of a backup that is in Deleting: it claims the
 // deletion's lease, streams the items not yet settled through the plugins,
@@ -341,7 +349,7 @@ func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts
 	if err != nil {
 		return nil, err
 	}
-	location := bl.URL() + "/" + b.Spec.StorageKey
+	location := blobstore.ObjectURL(bl.URL(), b.Spec.StorageKey)
 	if err := d.mustBeDeleting(ctx, b); err != nil {
 		return nil, err
 	}
@@ -561,7 +569,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 			bl, _ := d.blobsFor(ctx, b)
 			where := b.Spec.StorageKey
 			if bl != nil {
-				where = bl.URL() + "/" + where
+				where = blobstore.ObjectURL(bl.URL(), where)
 			}
 			digestErr = fmt.Errorf("backup %s: %w: the tarball read from %s has sha256 %s, not the sha256 %s recorded at registration; "+
 				"nothing is purged, and the items sent in this run will be sent again: run the delete again once the registered tarball is back",
@@ -577,7 +585,11 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	rep.Unsettled = append(rep.Unsettled, sortedOutcomes(s.unsettled, maxReportedUnsettled)...)
 	if err := cmp.Or(sinkErr, readErr, context.Cause(pctx), digestErr, saveErr); err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return false, fmt.Errorf("interrupted after %d of %d items; progress is saved, run the delete again to resume", s.processed, sum.Items)
+			return false, fmt.Errorf("%w after %d of %d items; progress is saved, run the delete again to resume", ErrInterrupted, s.processed, sum.Items)
+		}
+		if errors.Is(err, blobstore.ErrDownloadBroken) {
+			return false, fmt.Errorf("backup %s: %w: reading its tarball from %s failed after %d of %d items, and resuming the download failed too (%v); "+
+				"progress is saved: run `lethe backup delete %s` again to resume", r.Name, ErrInterrupted, d.tarballURL(ctx, b), s.processed, sum.Items, oneLine(err), r.Name)
 		}
 		return false, err
 	}
