@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/backup"
-	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
 	"golang.org/x/term"
 )
 

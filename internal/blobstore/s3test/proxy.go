@@ -21,8 +21,8 @@ type Proxy struct {
 	mu       sync.Mutex
 	backend  *url.URL
 	gets     []string // Range header of each GET of an object ("" for all of it)
-	cutAfter []int64 // cut the next GETs' bodies after so many bytes
-	unavail  int     // answer the next so many ranged GETs with 503
+	cutAfter []int64  // cut the next GETs' bodies after so many bytes
+	unavail  int      // answer the next so many ranged GETs with 503
 }
 
 // NewProxy starts a proxy in front of s, stopped when the test ends.
