@@ -65,7 +65,7 @@ type Reader struct {
 	br   *bufio.Reader
 	ra   *readAhead
 	body *bodyReader
-	tr   *tar.Reader
+	tr   *tarReader
 
 	seed1, seed2 maphash.Seed
 	keys         keySet
@@ -148,7 +148,7 @@ func NewReader(r io.Reader, lim Limits) (*Reader, error) {
 	rd.ra = startReadAhead(dec, closeDec)
 	runtime.AddCleanup(rd, (*readAhead).stop, rd.ra)
 	rd.body = &bodyReader{r: rd.ra, rd: rd}
-	rd.tr = tar.NewReader(rd.body)
+	rd.tr = newTarReader(rd.body)
 	return rd, nil
 }
 
@@ -243,7 +243,7 @@ func (r *Reader) Next() (*Item, error) {
 	return nil, io.EOF
 }
 
-func (r *Reader) entryItem(hdr *tar.Header) (*Item, error) {
+func (r *Reader) entryItem(hdr *tarHeader) (*Item, error) {
 	r.entry = hdr.Name
 	r.entries++
 	if r.entries > r.lim.MaxEntries {
@@ -283,7 +283,7 @@ func (r *Reader) entryItem(hdr *tar.Header) (*Item, error) {
 	return nil, nil // ignored; tar skips its body, through the caps
 }
 
-func (r *Reader) readVersion(hdr *tar.Header) error {
+func (r *Reader) readVersion(hdr *tarHeader) error {
 	if r.version != "" {
 		return newErr(hdr.Name, ErrDuplicate, "metadata/version appears twice")
 	}
@@ -303,7 +303,7 @@ func (r *Reader) readVersion(hdr *tar.Header) error {
 }
 
 // readBody reads the current entry's body into buf (grown as needed).
-func (r *Reader) readBody(hdr *tar.Header, buf []byte) ([]byte, error) {
+func (r *Reader) readBody(hdr *tarHeader, buf []byte) ([]byte, error) {
 	if int64(cap(buf)) < hdr.Size {
 		buf = make([]byte, hdr.Size)
 	}
@@ -314,7 +314,7 @@ func (r *Reader) readBody(hdr *tar.Header, buf []byte) ([]byte, error) {
 	return buf, nil
 }
 
-func (r *Reader) readItem(name string, hdr *tar.Header) (*Item, error) {
+func (r *Reader) readItem(name string, hdr *tarHeader) (*Item, error) {
 	ip, why := parseItemPath(name)
 	if why != "" {
 		return nil, newErr(hdr.Name, ErrLayout, why)
@@ -399,7 +399,7 @@ func (r *Reader) readItem(name string, hdr *tar.Header) (*Item, error) {
 	return it, nil
 }
 
-func (r *Reader) readCopy(name string, hdr *tar.Header, ip itemPath, fp fingerprint, prev uint32) error {
+func (r *Reader) readCopy(name string, hdr *tarHeader, ip itemPath, fp fingerprint, prev uint32) error {
 	body, err := r.readBody(hdr, r.scratch)
 	if err != nil {
 		return err
@@ -483,7 +483,7 @@ func keyString(ip itemPath) string { return ip.gr + "/" + ip.namespace + "/" + i
 
 // decode parses body's metadata, checks it against the path and returns the
 // item, which owns body. Labels are decoded only when wanted.
-func (r *Reader) decode(name string, hdr *tar.Header, ip itemPath, body []byte, labels bool) (*Item, error) {
+func (r *Reader) decode(name string, hdr *tarHeader, ip itemPath, body []byte, labels bool) (*Item, error) {
 	m, err := r.meta.parse(body, labels && !r.noLabels)
 	if err != nil {
 		return nil, &Error{Entry: hdr.Name, Kind: ErrInvalidJSON, Reason: "invalid JSON: " + oneLine(err.Error()), Err: err}

@@ -254,6 +254,9 @@ type work struct {
 	stop *catalog.ItemOutcome
 	// prior is the item's existing unsettled row, if any.
 	prior *catalog.ItemOutcome
+	// settledBuf holds settled for the usual one or two plugins, sparing
+	// an allocation per item.
+	settledBuf [2]settledOutcome
 }
 
 type settledOutcome struct {
@@ -500,6 +503,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 				return
 			}
 			wk := &work{it: it}
+			wk.settled = wk.settledBuf[:0]
 			p := prior[it.Ordinal]
 			switch {
 			case it.Ordinal < startWatermark && p == nil:
