@@ -18,7 +18,7 @@ import (
 )
 
 // memoryLimit is cmd/lethe's.
-const memoryLimit = 48 << 20
+const memoryLimit = 80 << 20
 
 func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
