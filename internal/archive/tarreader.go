@@ -24,6 +24,8 @@ type tarReader struct {
 	hdr            tarHeader
 	scratch        []byte // PAX records and GNU long names
 	name, link     []byte // the next entry's, from them
+	// strs holds the names: one allocation per chunk of them.
+	strs slab
 }
 
 // tarHeader is the part of a tar header that Reader uses.
@@ -110,11 +112,11 @@ func (t *tarReader) Next() (*tarHeader, error) {
 		}
 		switch {
 		case name != nil:
-			h.Name = string(name)
+			h.Name = t.strs.string(name)
 		case ustar && b[345] != 0:
-			h.Name = string(cString(b[345:500])) + "/" + string(cString(b[0:100]))
+			h.Name = t.strs.string(cString(b[345:500]), []byte("/"), cString(b[0:100]))
 		default:
-			h.Name = string(cString(b[0:100]))
+			h.Name = t.strs.string(cString(b[0:100]))
 		}
 		if link != nil {
 			h.Linkname = string(link)

@@ -243,6 +243,8 @@ func (d *Deleter) keepLease(ctx context.Context, cancel context.CancelCauseFunc,
 // work is one item travelling through the plugin stages.
 type work struct {
 	it *archive.Item
+	// item is where it is decoded, usually (archive.Reader.NextInto).
+	item archive.Item
 	// plugins are the indexes (into the sorted plugin list) still to run,
 	// in order; next is the position reached.
 	plugins []int
@@ -492,8 +494,12 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 		defer close(feedDone)
 		defer close(first)
 		matcher := newMatcher(infos)
+		var wk *work // reused until it is sent
 		for {
-			it, err := ar.Next()
+			if wk == nil {
+				wk = new(work)
+			}
+			it, err := ar.NextInto(&wk.item)
 			if err == io.EOF {
 				return
 			}
@@ -502,7 +508,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 				cancel(err)
 				return
 			}
-			wk := &work{it: it}
+			*wk = work{it: it, item: wk.item}
 			wk.settled = wk.settledBuf[:0]
 			p := prior[it.Ordinal]
 			switch {
@@ -533,6 +539,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 			}
 			select {
 			case first <- wk:
+				wk = nil
 			case <-pctx.Done():
 				return
 			}

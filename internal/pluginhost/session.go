@@ -344,7 +344,7 @@ func (e *hungError) Error() string {
 func (s *Session) stream(p *proc) error {
 	sctx, scancel := context.WithCancelCause(s.ctx)
 	defer scancel(nil)
-	st, err := p.stubs.Action.Execute(sctx)
+	st, err := p.stubs.Action.Execute(sctx, executeCodec)
 	if err != nil {
 		return fmt.Errorf("open Execute stream: %w", err)
 	}
