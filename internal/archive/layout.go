@@ -70,7 +70,16 @@ type itemPath struct {
 // when the path does not fit Velero's layout.
 func parseItemPath(p string) (itemPath, string) {
 	var ip itemPath
-	parts := strings.Split(strings.TrimPrefix(p, resourcesPrefix), "/")
+	// The parts are split into an array, sparing an allocation per item:
+	// a valid path has at most 5.
+	var buf [6]string
+	parts := buf[:0]
+	for el := range strings.SplitSeq(strings.TrimPrefix(p, resourcesPrefix), "/") {
+		if len(parts) == len(buf) {
+			break // too many: refused below
+		}
+		parts = append(parts, el)
+	}
 	// parts[0] is the group-resource; the rest is one of
 	//   cluster/F | namespaces/NS/F | DIR/cluster/F | DIR/namespaces/NS/F
 	rest := parts[1:]

@@ -65,7 +65,7 @@ type Reader struct {
 	br   *bufio.Reader
 	ra   *readAhead
 	body *bodyReader
-	tr   *tar.Reader
+	tr   *tarReader
 
 	seed1, seed2 maphash.Seed
 	keys         keySet
@@ -93,6 +93,10 @@ type Reader struct {
 	keyBuf  []byte
 	meta    metaParser
 	scratch []byte
+	// dst is where NextInto wants the next item decoded.
+	dst *Item
+	// bodies holds the items' bodies: one allocation per chunk of them.
+	bodies slab
 }
 
 type fingerprint struct {
@@ -148,7 +152,7 @@ func NewReader(r io.Reader, lim Limits) (*Reader, error) {
 	rd.ra = startReadAhead(dec, closeDec)
 	runtime.AddCleanup(rd, (*readAhead).stop, rd.ra)
 	rd.body = &bodyReader{r: rd.ra, rd: rd}
-	rd.tr = tar.NewReader(rd.body)
+	rd.tr = newTarReader(rd.body)
 	return rd, nil
 }
 
@@ -204,6 +208,15 @@ func (r *Reader) fail(err error) error {
 	return err
 }
 
+// NextInto is Next, decoding the item into it when it can (it is then
+// returned), sparing an allocation per item; otherwise it returns
+// another Item, and leaves it untouched.
+func (r *Reader) NextInto(it *Item) (*Item, error) {
+	r.dst = it
+	defer func() { r.dst = nil }()
+	return r.Next()
+}
+
 // Next returns the next item, or io.EOF after the last one.
 func (r *Reader) Next() (*Item, error) {
 	if r.err != nil {
@@ -243,7 +256,7 @@ func (r *Reader) Next() (*Item, error) {
 	return nil, io.EOF
 }
 
-func (r *Reader) entryItem(hdr *tar.Header) (*Item, error) {
+func (r *Reader) entryItem(hdr *tarHeader) (*Item, error) {
 	r.entry = hdr.Name
 	r.entries++
 	if r.entries > r.lim.MaxEntries {
@@ -283,7 +296,7 @@ func (r *Reader) entryItem(hdr *tar.Header) (*Item, error) {
 	return nil, nil // ignored; tar skips its body, through the caps
 }
 
-func (r *Reader) readVersion(hdr *tar.Header) error {
+func (r *Reader) readVersion(hdr *tarHeader) error {
 	if r.version != "" {
 		return newErr(hdr.Name, ErrDuplicate, "metadata/version appears twice")
 	}
@@ -302,9 +315,13 @@ func (r *Reader) readVersion(hdr *tar.Header) error {
 	return nil
 }
 
-// readBody reads the current entry's body into buf (grown as needed).
-func (r *Reader) readBody(hdr *tar.Header, buf []byte) ([]byte, error) {
-	if int64(cap(buf)) < hdr.Size {
+// readBody reads the current entry's body into buf (grown as needed), or
+// into a slice of its own from the slab when buf is nil.
+func (r *Reader) readBody(hdr *tarHeader, buf []byte) ([]byte, error) {
+	switch {
+	case buf == nil && hdr.Size <= slabMax:
+		buf = r.bodies.bytes(int(hdr.Size))
+	case int64(cap(buf)) < hdr.Size:
 		buf = make([]byte, hdr.Size)
 	}
 	buf = buf[:hdr.Size]
@@ -314,7 +331,7 @@ func (r *Reader) readBody(hdr *tar.Header, buf []byte) ([]byte, error) {
 	return buf, nil
 }
 
-func (r *Reader) readItem(name string, hdr *tar.Header) (*Item, error) {
+func (r *Reader) readItem(name string, hdr *tarHeader) (*Item, error) {
 	ip, why := parseItemPath(name)
 	if why != "" {
 		return nil, newErr(hdr.Name, ErrLayout, why)
@@ -351,7 +368,7 @@ func (r *Reader) readItem(name string, hdr *tar.Header) (*Item, error) {
 		if err != nil {
 			return nil, err
 		}
-		it, err := r.decode(name, hdr, ip, body, true)
+		it, err := r.decode(name, hdr, ip, body, true, r.dst)
 		if err != nil {
 			return nil, err
 		}
@@ -381,7 +398,7 @@ func (r *Reader) readItem(name string, hdr *tar.Header) (*Item, error) {
 	if err != nil {
 		return nil, err
 	}
-	it, err := r.decode(name, hdr, ip, body, true)
+	it, err := r.decode(name, hdr, ip, body, true, r.dst)
 	if err != nil {
 		return nil, err
 	}
@@ -399,13 +416,13 @@ func (r *Reader) readItem(name string, hdr *tar.Header) (*Item, error) {
 	return it, nil
 }
 
-func (r *Reader) readCopy(name string, hdr *tar.Header, ip itemPath, fp fingerprint, prev uint32) error {
+func (r *Reader) readCopy(name string, hdr *tarHeader, ip itemPath, fp fingerprint, prev uint32) error {
 	body, err := r.readBody(hdr, r.scratch)
 	if err != nil {
 		return err
 	}
 	r.scratch = body[:0]
-	it, err := r.decode(name, hdr, ip, body, prev == 0)
+	it, err := r.decode(name, hdr, ip, body, prev == 0, nil)
 	if err != nil {
 		return err
 	}
@@ -431,7 +448,7 @@ func (r *Reader) readCopy(name string, hdr *tar.Header, ip itemPath, fp fingerpr
 	}
 	if strings.HasSuffix(ip.dir, preferredSuffix) && !strings.Contains(pc.Path, preferredSuffix+"/") {
 		// Prefer the preferred version's copy.
-		it, err = r.decode(name, hdr, ip, body, true)
+		it, err = r.decode(name, hdr, ip, body, true, nil)
 		if err != nil {
 			return err
 		}
@@ -483,7 +500,7 @@ func keyString(ip itemPath) string { return ip.gr + "/" + ip.namespace + "/" + i
 
 // decode parses body's metadata, checks it against the path and returns the
 // item, which owns body. Labels are decoded only when wanted.
-func (r *Reader) decode(name string, hdr *tar.Header, ip itemPath, body []byte, labels bool) (*Item, error) {
+func (r *Reader) decode(name string, hdr *tarHeader, ip itemPath, body []byte, labels bool, dst *Item) (*Item, error) {
 	m, err := r.meta.parse(body, labels && !r.noLabels)
 	if err != nil {
 		return nil, &Error{Entry: hdr.Name, Kind: ErrInvalidJSON, Reason: "invalid JSON: " + oneLine(err.Error()), Err: err}
@@ -516,7 +533,10 @@ func (r *Reader) decode(name string, hdr *tar.Header, ip itemPath, body []byte, 
 		}
 		return nil, newErr(hdr.Name, ErrMismatch, "metadata.namespace "+strconv.Quote(string(m.namespace))+" differs from the path's: "+want)
 	}
-	return &Item{
+	if dst == nil {
+		dst = new(Item)
+	}
+	*dst = Item{
 		Path:      name,
 		Group:     ip.group,
 		Version:   r.intern(version),
@@ -526,7 +546,8 @@ func (r *Reader) decode(name string, hdr *tar.Header, ip itemPath, body []byte, 
 		Name:      ip.name,
 		Labels:    m.labels,
 		Object:    body,
-	}, nil
+	}
+	return dst, nil
 }
 
 // maxInterned bounds the strings intern keeps (kinds and versions: a few

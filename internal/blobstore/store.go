@@ -127,7 +127,9 @@ func (s *store) Put(ctx context.Context, key string, r io.Reader) (err error) {
 	return nil
 }
 
-// Open streams key. The caller must Close the reader.
+// Open streams key. The caller must Close the reader. On s3:// it is one
+// GET, resumed from the byte it reached if the download breaks (see
+// resumingReader).
 func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
@@ -135,6 +137,9 @@ func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	r, err := s.bucket.NewReader(ctx, key, nil)
 	if err != nil {
 		return nil, wrapErr("open", key, err)
+	}
+	if s.kind == kindS3 {
+		return newResumingReader(ctx, s.bucket, key, r), nil
 	}
 	return r, nil
 }

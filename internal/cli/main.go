@@ -16,6 +16,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
 	"golang.org/x/term"
 )
 
@@ -106,6 +107,7 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 	if errors.Is(err, errIncomplete) {
 		return exitIncomplete
 	}
+	interrupted := errors.Is(err, deletion.ErrInterrupted)
 	msg := strings.TrimSpace(err.Error())
 	msg = strings.ReplaceAll(msg, "\n", " ")
 	fmt.Fprintf(s.Err, "Error: %s\n", msg)
@@ -125,6 +127,9 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 	}
 	if pluginRefusal(err) {
 		return exitPlugins
+	}
+	if interrupted {
+		return exitInterrupted // stopped with its progress saved
 	}
 	return exitError
 }

@@ -346,7 +346,7 @@ func (d *Deleter) tarballURL(ctx context.Context, b *backup.Backup) string {
 	} else if l, err := blobstore.Location(b.Spec.StorageLocation); err == nil {
 		loc = l
 	}
-	return loc + "/" + b.Spec.StorageKey
+	return blobstore.ObjectURL(loc, b.Spec.StorageKey)
 }
 
 // Holder is the name this Deleter uses in leases.
@@ -512,21 +512,42 @@ func (d *Deleter) get(ctx context.Context, name string) (*backup.Backup, error) 
 }
 
 // validate checks the tarball before anything changes, in the storage
-// location the backup recorded. A backup registered with a digest must
-// find exactly those bytes: one hashing pass proves it, and any other
-// object at its key is refused with ErrTarballReplaced, before any plugin
-// runs, whatever it contains (its items are not this backup's). A backup
-// registered without a digest has its tarball validated in full, and a
-// hostile one refused. A missing tarball is ErrTarballMissing.
+// location the backup recorded, without reading it when it can: the one
+// read of a deletion is the pass that feeds the plugins, which hashes as it
+// streams and checks the digest at the end, before anything is purged (see
+// runPlugins).
+//
+// A backup registered with a digest must find an object of the recorded
+// size at its key; one of another size is refused with ErrTarballReplaced
+// before any plugin runs, whatever it contains (its items are not this
+// backup's): only then is it read, to name its digest in the error. A
+// backup registered without a digest has its tarball validated in full
+// (one more read), and a hostile one refused. A missing tarball is
+// ErrTarballMissing.
 func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summary, error) {
 	bl, err := d.blobsFor(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	where := bl.URL() + "/" + b.Spec.StorageKey
+	where := blobstore.ObjectURL(bl.URL(), b.Spec.StorageKey)
+	missing := func() error {
+		return fmt.Errorf("backup %s: %w: %s is gone from storage; no plugin can run on its items", b.Name(), ErrTarballMissing, where)
+	}
+	if b.Spec.Digest != "" {
+		a, err := bl.Stat(ctx, b.Spec.StorageKey)
+		if errors.Is(err, blobstore.ErrNotFound) {
+			return nil, missing()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("backup %s: %w", b.Name(), err)
+		}
+		if b.Spec.Size <= 0 || a.Size == b.Spec.Size {
+			return &archive.Summary{Items: b.Spec.Items, Digest: b.Spec.Digest, CopyOnlyItems: b.Spec.CopyOnlyItems}, nil
+		}
+	}
 	rc, err := bl.Open(ctx, b.Spec.StorageKey)
 	if errors.Is(err, blobstore.ErrNotFound) {
-		return nil, fmt.Errorf("backup %s: %w: %s is gone from storage; no plugin can run on its items", b.Name(), ErrTarballMissing, where)
+		return nil, missing()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", b.Name(), err)
@@ -544,10 +565,16 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 		return nil, fmt.Errorf("backup %s: reading tarball %s: %w", b.Name(), where, err)
 	}
 	if found := hex.EncodeToString(h.Sum(nil)); found != b.Spec.Digest {
-		return nil, fmt.Errorf("backup %s: %w: %s has sha256 %s, but sha256 %s was recorded at registration; "+
-			"its items are not this backup's, so no plugin runs and nothing changed", b.Name(), ErrTarballReplaced, where, found, b.Spec.Digest)
+		return nil, d.replaced(b, where, found)
 	}
 	return &archive.Summary{Items: b.Spec.Items, Digest: b.Spec.Digest, CopyOnlyItems: b.Spec.CopyOnlyItems}, nil
+}
+
+// replaced is the ErrTarballReplaced error for a tarball whose sha256 is
+// found.
+func (d *Deleter) replaced(b *backup.Backup, where, found string) error {
+	return fmt.Errorf("backup %s: %w: %s has sha256 %s, but sha256 %s was recorded at registration; "+
+		"its items are not this backup's, so no plugin runs and nothing changed", b.Name(), ErrTarballReplaced, where, found, b.Spec.Digest)
 }
 
 // noteTarball records on the backup what validate found: the condition

@@ -4,10 +4,14 @@
 // DeleteItemAction plugins in alphanumeric order of their names, checkpoints
 // progress so that a crash skips nothing, and purges the tarball and the
 // record only when every item is done or skipped. The tarball is read from,
-// and purged in, the storage location the backup recorded; a tarball that
-// is missing, or is not the one registered (its digest), stops the
-// deletion before any plugin runs, except on the audited abandon path
-// (Options.ForcePurge).
+// and purged in, the storage location the backup recorded, once per run:
+// the pass that feeds the plugins hashes it as it streams and checks the
+// registered digest at the end, before anything is purged. A tarball that
+// is missing, or of another size than registered, stops the deletion
+// before any plugin runs; one of the same size whose digest differs stops
+// it at the end of the pass, with the run's progress rewound so that no
+// item is skipped. The audited abandon path (Options.ForcePurge) purges
+// either without plugins.
 //
 // It stands on the catalog, blob storage, archive and plugin host
 // interfaces; it does not know the CLI, a database driver or a storage

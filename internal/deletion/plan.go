@@ -145,6 +145,10 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 	for {
 		it, err := ar.Next()
 		if err == io.EOF {
+			// The plan's one read hashed the tarball as it went.
+			if found := ar.Digest(); found != sum.Digest {
+				p.Rejected = d.replaced(b, b.Spec.StorageKey, found).Error()
+			}
 			break
 		}
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,13 @@ import (
 )
 
 const maxReportedUnsettled = 20
+
+// ErrInterrupted means a run stopped before its end with its progress
+// saved: a signal, or a download of the tarball that broke and could not
+// be resumed. Running the deletion again resumes it.
+var ErrInterrupted = errors.New("deletion interrupted")
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
 // Run executes the deletion of a backup that is in Deleting: it claims the
 // deletion's lease, streams the items not yet settled through the plugins,
@@ -236,6 +244,8 @@ func (d *Deleter) keepLease(ctx context.Context, cancel context.CancelCauseFunc,
 // work is one item travelling through the plugin stages.
 type work struct {
 	it *archive.Item
+	// item is where it is decoded, usually (archive.Reader.NextInto).
+	item archive.Item
 	// plugins are the indexes (into the sorted plugin list) still to run,
 	// in order; next is the position reached.
 	plugins []int
@@ -247,6 +257,9 @@ type work struct {
 	stop *catalog.ItemOutcome
 	// prior is the item's existing unsettled row, if any.
 	prior *catalog.ItemOutcome
+	// settledBuf holds settled for the usual one or two plugins, sparing
+	// an allocation per item.
+	settledBuf [2]settledOutcome
 }
 
 type settledOutcome struct {
@@ -342,7 +355,7 @@ func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts
 	if err != nil {
 		return nil, err
 	}
-	location := bl.URL() + "/" + b.Spec.StorageKey
+	location := blobstore.ObjectURL(bl.URL(), b.Spec.StorageKey)
 	if err := d.mustBeDeleting(ctx, b); err != nil {
 		return nil, err
 	}
@@ -482,8 +495,12 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 		defer close(feedDone)
 		defer close(first)
 		matcher := newMatcher(infos)
+		var wk *work // reused until it is sent
 		for {
-			it, err := ar.Next()
+			if wk == nil {
+				wk = new(work)
+			}
+			it, err := ar.NextInto(&wk.item)
 			if err == io.EOF {
 				return
 			}
@@ -492,7 +509,8 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 				cancel(err)
 				return
 			}
-			wk := &work{it: it}
+			*wk = work{it: it, item: wk.item}
+			wk.settled = wk.settledBuf[:0]
 			p := prior[it.Ordinal]
 			switch {
 			case it.Ordinal < startWatermark && p == nil:
@@ -522,6 +540,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 			}
 			select {
 			case first <- wk:
+				wk = nil
 			case <-pctx.Done():
 				return
 			}
@@ -549,19 +568,42 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	wg.Wait()
 	<-feedDone
 
+	// The pass hashed the tarball as it streamed it: the only read of the
+	// run. A stream that is not the registered tarball (replaced by an
+	// object of the same size, or changed during the run) is refused here,
+	// before anything is purged, and the watermark goes back to where the
+	// run started, so that no item of the backup is skipped because an
+	// item of the other tarball settled its ordinal.
+	var digestErr error
+	if readErr == nil && sinkErr == nil && pctx.Err() == nil {
+		if found := ar.Digest(); found != sum.Digest {
+			s.progress.Watermark = min(s.progress.Watermark, startWatermark)
+			bl, _ := d.blobsFor(ctx, b)
+			where := b.Spec.StorageKey
+			if bl != nil {
+				where = blobstore.ObjectURL(bl.URL(), where)
+			}
+			digestErr = fmt.Errorf("backup %s: %w: the tarball read from %s has sha256 %s, not the sha256 %s recorded at registration; "+
+				"nothing is purged, and the items sent in this run will be sent again: run the delete again once the registered tarball is back",
+				r.Name, ErrTarballReplaced, where, found, sum.Digest)
+			d.noteTarball(ctx, b, digestErr, opts)
+		}
+	}
+
 	// Persist what is settled, whatever happened.
 	saveErr := s.save(context.WithoutCancel(ctx), true)
 	rep.Counts = progress.Counts
 	rep.UnsettledCount = len(s.unsettled)
 	rep.Unsettled = append(rep.Unsettled, sortedOutcomes(s.unsettled, maxReportedUnsettled)...)
-	if err := cmp.Or(sinkErr, readErr, context.Cause(pctx), saveErr); err != nil {
+	if err := cmp.Or(sinkErr, readErr, context.Cause(pctx), digestErr, saveErr); err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return false, fmt.Errorf("interrupted after %d of %d items; progress is saved, run the delete again to resume", s.processed, sum.Items)
+			return false, fmt.Errorf("%w after %d of %d items; progress is saved, run the delete again to resume", ErrInterrupted, s.processed, sum.Items)
+		}
+		if errors.Is(err, blobstore.ErrDownloadBroken) {
+			return false, fmt.Errorf("backup %s: %w: reading its tarball from %s failed after %d of %d items, and resuming the download failed too (%v); "+
+				"progress is saved: run `lethe backup delete %s` again to resume", r.Name, ErrInterrupted, d.tarballURL(ctx, b), s.processed, sum.Items, oneLine(err), r.Name)
 		}
 		return false, err
-	}
-	if ar.Digest() != sum.Digest {
-		return false, fmt.Errorf("backup %s: the tarball changed while it was being deleted; nothing purged, run the delete again", r.Name)
 	}
 	if progress.Watermark != sum.Items {
 		return false, fmt.Errorf("backup %s: internal error: %d of %d items settled", r.Name, progress.Watermark, sum.Items)

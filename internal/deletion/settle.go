@@ -206,6 +206,7 @@ func plural(n int, word string) string {
 type matcher struct {
 	infos []pluginhost.Info
 	cache map[string][]int
+	key   []byte
 }
 
 func newMatcher(infos []pluginhost.Info) *matcher {
@@ -213,9 +214,11 @@ func newMatcher(infos []pluginhost.Info) *matcher {
 }
 
 func (m *matcher) match(it *archive.Item) []int {
-	key := it.GroupResource() + "\x00" + it.Namespace
-	cand, ok := m.cache[key]
+	// The key is built in a buffer, and the lookup does not copy it.
+	m.key = append(append(append(append(append(m.key[:0], it.Resource...), '.'), it.Group...), 0), it.Namespace...)
+	cand, ok := m.cache[string(m.key)]
 	if !ok {
+		key := string(m.key)
 		for i, in := range m.infos {
 			if in.Matcher == nil || in.Matcher.MatchesResource(it.GroupResource(), it.Resource, it.Namespace) {
 				cand = append(cand, i)

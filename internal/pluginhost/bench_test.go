@@ -80,7 +80,8 @@ func BenchmarkUnaryBaseline(b *testing.B) {
 	p, err := h.plugins["lethe.io/noop"].bin.acquire(context.Background())
 	require.NoError(b, err)
 	backup := backupToProto(plugin.Backup{Name: "bench", Labels: map[string]string{"app": "bench"}})
-	it := itemToProto(Item{Item: item1KiB()})
+	it := &pluginv1.Item{}
+	itemToProto(it, Item{Item: item1KiB()})
 	b.SetBytes(int64(len(it.Object)) * unaryItems)
 	b.ResetTimer()
 	start := time.Now()

@@ -34,17 +34,11 @@ func backupToProto(b plugin.Backup) *pluginv1.Backup {
 	return out
 }
 
-func itemToProto(it Item) *pluginv1.Item {
-	return &pluginv1.Item{
-		Id:        it.ID,
-		Group:     it.Item.Group,
-		Version:   it.Item.Version,
-		Resource:  it.Item.Resource,
-		Kind:      it.Item.Kind,
-		Namespace: it.Item.Namespace,
-		Name:      it.Item.Name,
-		Object:    it.Item.Object,
-	}
+// itemToProto fills m, a zero Item, from it.
+func itemToProto(m *pluginv1.Item, it Item) {
+	m.Id = it.ID
+	m.Group, m.Version, m.Resource, m.Kind = it.Item.Group, it.Item.Version, it.Item.Resource, it.Item.Kind
+	m.Namespace, m.Name, m.Object = it.Item.Namespace, it.Item.Name, it.Item.Object
 }
 
 func resultFromProto(r *pluginv1.ItemResult) Result {

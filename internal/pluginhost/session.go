@@ -71,7 +71,7 @@ type Session struct {
 }
 
 type pendingItem struct {
-	msg        *pluginv1.Item
+	msg        pluginv1.Item // in the same allocation
 	size       int
 	gen        uint64 // stream it was last sent on
 	sentAt     time.Time
@@ -143,8 +143,7 @@ func (s *Session) Send(ctx context.Context, it Item) error {
 	case <-s.ctx.Done():
 		return ErrSessionClosed
 	}
-	msg := itemToProto(it)
-	size := len(msg.Object) + len(msg.Name) + len(msg.Namespace) + len(msg.Resource) + 64
+	size := len(it.Item.Object) + len(it.Item.Name) + len(it.Item.Namespace) + len(it.Item.Resource) + 64
 	s.mu.Lock()
 	if s.closeSend {
 		s.mu.Unlock()
@@ -156,7 +155,8 @@ func (s *Session) Send(ctx context.Context, it Item) error {
 		<-s.slots
 		return fmt.Errorf("pluginhost: item id %d is already pending", it.ID)
 	}
-	pi := &pendingItem{msg: msg, size: size}
+	pi := &pendingItem{size: size}
+	itemToProto(&pi.msg, it)
 	s.pending[it.ID] = pi
 	s.outbox = append(s.outbox, pi)
 	s.outboxBytes += size
@@ -344,7 +344,7 @@ func (e *hungError) Error() string {
 func (s *Session) stream(p *proc) error {
 	sctx, scancel := context.WithCancelCause(s.ctx)
 	defer scancel(nil)
-	st, err := p.stubs.Action.Execute(sctx)
+	st, err := p.stubs.Action.Execute(sctx, executeCodec)
 	if err != nil {
 		return fmt.Errorf("open Execute stream: %w", err)
 	}
@@ -455,7 +455,7 @@ func (s *Session) writer(sctx context.Context, st pluginv1.DeleteItemActionServi
 			pi.gen = gen
 			pi.sentAt = time.Now()
 			s.inflight = append(s.inflight, pi)
-			batch = append(batch, pi.msg)
+			batch = append(batch, &pi.msg)
 		case n > 0 && ready:
 			now := time.Now()
 			k, bytes := 0, 0
@@ -465,7 +465,7 @@ func (s *Session) writer(sctx context.Context, st pluginv1.DeleteItemActionServi
 				pi.gen = gen
 				pi.sentAt = now
 				s.inflight = append(s.inflight, pi)
-				batch = append(batch, pi.msg)
+				batch = append(batch, &pi.msg)
 				s.outbox[k] = nil
 				k++
 			}

@@ -218,7 +218,7 @@ func (g *Registry) Create(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	b.Resource = created
-	return &Result{Backup: b, Location: bl.URL() + "/" + key}, nil
+	return &Result{Backup: b, Location: blobstore.ObjectURL(bl.URL(), key)}, nil
 }
 
 // spec is what registration records about a validated tarball.

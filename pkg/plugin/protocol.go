@@ -65,7 +65,13 @@ var (
 
 func (p *grpcPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
 	pluginv1.RegisterPluginInfoServiceServer(s, p.info)
-	pluginv1.RegisterDeleteItemActionServiceServer(s, p.action)
+	action := p.action
+	if a, ok := action.(*actionServer); ok {
+		if _, fast := fastServers.Load(s); fast {
+			action = &actionServer{reg: a.reg, fast: true}
+		}
+	}
+	pluginv1.RegisterDeleteItemActionServiceServer(s, action)
 	return nil
 }
 

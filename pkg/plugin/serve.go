@@ -131,8 +131,11 @@ func NewGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 	opts = append(opts,
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		grpc.MaxSendMsgSize(MaxMessageSize),
+		codecOption(),
 	)
-	return grpc.NewServer(opts...)
+	s := grpc.NewServer(opts...)
+	fastServers.Store(s, struct{}{})
+	return s
 }
 
 // GRPCPlugin returns the go-plugin plugin that serves the given plugins, for

@@ -86,6 +86,9 @@ func (s *infoServer) ListPlugins(context.Context, *pluginv1.ListPluginsRequest) 
 type actionServer struct {
 	pluginv1.UnimplementedDeleteItemActionServiceServer
 	reg *registry
+	// fast is set on a server built by NewGRPCServer, whose codec
+	// decodes batches into slots (see wireRequest).
+	fast bool
 }
 
 var _ pluginv1.DeleteItemActionServiceServer = (*actionServer)(nil)
@@ -127,6 +130,7 @@ func (s *actionServer) Execute(stream pluginv1.DeleteItemActionService_ExecuteSe
 		return err
 	}
 	ex := newExecution(stream.Context(), p, backupFromProto(start.GetBackup()))
+	ex.fast = s.fast
 	go ex.receive(stream)
 	return ex.sendLoop(stream)
 }
@@ -139,22 +143,72 @@ type execution struct {
 	cancel context.CancelCauseFunc
 	p      *served
 	backup Backup
+	fast   bool // see actionServer.fast
 
 	mu        sync.Mutex
 	cond      *sync.Cond // workers wait on it for work
-	queue     []*pluginv1.Item
-	items     map[uint64]*itemState // queued or running
+	queue     []*slot
+	items     map[uint64]*slot // queued or running
 	workers   int
 	idle      int
 	searching int // workers woken or spawned that have not looked for work yet
 	inputDone bool
-	results   []*pluginv1.ItemResult
+	results   []*slot
 	wake      chan struct{} // cap 1: results are ready, or the input ended
 }
 
-type itemState struct {
-	cancel    context.CancelCauseFunc // set while running
-	cancelled string                  // set when cancelled while queued
+// slot is everything one item needs on its way through an execution; the
+// slots of a batch are allocated at once, and kept small: what only a few
+// items need is in extra. A slot is never reused: the author may keep the
+// input.
+type slot struct {
+	id     uint64
+	cancel context.CancelCauseFunc // set while running
+	in     DeleteItemActionInput
+	// outcome is the result; extra its message and retryAfter, if any.
+	outcome pluginv1.Outcome
+	extra   *slotExtra
+}
+
+type slotExtra struct {
+	cancelled  string // set when cancelled while queued
+	message    string
+	retryAfter *durationpb.Duration
+}
+
+func (sl *slot) more() *slotExtra {
+	if sl.extra == nil {
+		sl.extra = &slotExtra{}
+	}
+	return sl.extra
+}
+
+func (sl *slot) message() string {
+	if sl.extra == nil {
+		return ""
+	}
+	return sl.extra.message
+}
+
+func (sl *slot) retryAfter() *durationpb.Duration {
+	if sl.extra == nil {
+		return nil
+	}
+	return sl.extra.retryAfter
+}
+
+// slotsFromProto makes the slots of items decoded by protobuf.
+func slotsFromProto(items []*pluginv1.Item) []slot {
+	slots := make([]slot, len(items))
+	for i, it := range items {
+		slots[i].id = it.GetId()
+		slots[i].in.Item = itemFromProto(it)
+	}
+	return slots
+}
+
+func (sl *slot) result() *pluginv1.ItemResult {
+	return &pluginv1.ItemResult{Id: sl.id, Outcome: sl.outcome, Message: sl.message(), RetryAfter: sl.retryAfter()}
 }
 
 func newExecution(parent context.Context, p *served, b Backup) *execution {
@@ -164,7 +218,7 @@ func newExecution(parent context.Context, p *served, b Backup) *execution {
 		cancel: cancel,
 		p:      p,
 		backup: b,
-		items:  map[uint64]*itemState{},
+		items:  map[uint64]*slot{},
 		wake:   make(chan struct{}, 1),
 	}
 	e.cond = sync.NewCond(&e.mu)
@@ -193,7 +247,16 @@ func (e *execution) receive(stream pluginv1.DeleteItemActionService_ExecuteServe
 		}
 	}()
 	for {
-		req, err := stream.Recv()
+		var w wireRequest
+		var err error
+		if e.fast {
+			err = stream.RecvMsg(&w)
+		} else {
+			var req *pluginv1.ExecuteRequest
+			if req, err = stream.Recv(); err == nil {
+				w.req.Msg = req.Msg
+			}
+		}
 		if errors.Is(err, io.EOF) {
 			e.mu.Lock()
 			e.inputDone = true
@@ -206,9 +269,13 @@ func (e *execution) receive(stream pluginv1.DeleteItemActionService_ExecuteServe
 			e.cancel(err)
 			return
 		}
-		switch m := req.GetMsg().(type) {
+		if w.slots != nil {
+			e.enqueue(w.slots)
+			continue
+		}
+		switch m := w.req.GetMsg().(type) {
 		case *pluginv1.ExecuteRequest_Batch:
-			e.enqueue(m.Batch.GetItems())
+			e.enqueue(slotsFromProto(m.Batch.GetItems()))
 		case *pluginv1.ExecuteRequest_Cancel:
 			e.cancelItems(m.Cancel.GetIds(), m.Cancel.GetReason())
 		default:
@@ -218,15 +285,16 @@ func (e *execution) receive(stream pluginv1.DeleteItemActionService_ExecuteServe
 	}
 }
 
-func (e *execution) enqueue(items []*pluginv1.Item) {
+func (e *execution) enqueue(slots []slot) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, it := range items {
-		if _, dup := e.items[it.GetId()]; dup {
+	for i := range slots {
+		sl := &slots[i]
+		if _, dup := e.items[sl.id]; dup {
 			continue // already queued or running; its one result is coming
 		}
-		e.items[it.GetId()] = &itemState{}
-		e.queue = append(e.queue, it)
+		e.items[sl.id] = sl
+		e.queue = append(e.queue, sl)
 	}
 	e.wakeLH()
 }
@@ -264,7 +332,7 @@ func (e *execution) cancelItems(ids []uint64, reason string) {
 		if st.cancel != nil {
 			st.cancel(errors.New(reason))
 		} else {
-			st.cancelled = reason
+			st.more().cancelled = reason
 		}
 	}
 }
@@ -288,55 +356,58 @@ func (e *execution) work() {
 		if len(e.queue) == 0 || e.ctx.Err() != nil {
 			return
 		}
-		it := e.queue[0]
+		sl := e.queue[0]
 		e.queue[0] = nil
 		e.queue = e.queue[1:]
 		e.wakeLH()
-		st := e.items[it.GetId()]
-		var res *pluginv1.ItemResult
-		if st.cancelled != "" {
-			res = &pluginv1.ItemResult{Id: it.GetId(), Outcome: pluginv1.Outcome_OUTCOME_FAILED, Message: "cancelled: " + oneLine(st.cancelled)}
+		if sl.extra != nil && sl.extra.cancelled != "" {
+			sl.outcome = pluginv1.Outcome_OUTCOME_FAILED
+			sl.extra.message = "cancelled: " + oneLine(sl.extra.cancelled)
 		} else {
 			ctx, cancel := context.WithCancelCause(e.ctx)
-			st.cancel = cancel
+			sl.cancel = cancel
 			e.mu.Unlock()
-			res = e.run(ctx, it)
+			e.run(ctx, sl)
 			cancel(nil)
 			e.mu.Lock()
 		}
-		delete(e.items, it.GetId())
-		e.results = append(e.results, res)
+		delete(e.items, sl.id)
+		e.results = append(e.results, sl)
 		if len(e.results) == 1 || (e.inputDone && len(e.items) == 0) {
 			e.signal()
 		}
 	}
 }
 
-// run calls the author's Execute for one item; a panic fails the item.
-func (e *execution) run(ctx context.Context, it *pluginv1.Item) (res *pluginv1.ItemResult) {
+// run calls the author's Execute for one item and writes its result in
+// the slot; a panic fails the item.
+func (e *execution) run(ctx context.Context, sl *slot) {
 	defer func() {
 		if v := recover(); v != nil {
-			e.p.logger.Error("panic in Execute", "item", it.GetResource()+"/"+it.GetName(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			res = &pluginv1.ItemResult{Id: it.GetId(), Outcome: pluginv1.Outcome_OUTCOME_FAILED, Message: oneLine(fmt.Sprintf("plugin panicked: %v", v))}
+			e.p.logger.Error("panic in Execute", "item", sl.in.Item.Resource+"/"+sl.in.Item.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			sl.outcome = pluginv1.Outcome_OUTCOME_FAILED
+			sl.more().retryAfter = nil
+			sl.extra.message = oneLine(fmt.Sprintf("plugin panicked: %v", v))
 		}
 	}()
 	e.p.running.Add(1)
 	defer e.p.running.Done()
-	in := &DeleteItemActionInput{Item: itemFromProto(it), Backup: e.backup}
-	r := Classify(e.p.action.Execute(ctx, in))
-	res = &pluginv1.ItemResult{Id: it.GetId(), Message: oneLine(r.Message)}
+	sl.in.Backup = e.backup
+	r := Classify(e.p.action.Execute(ctx, &sl.in))
+	if r.Message != "" {
+		sl.more().message = oneLine(r.Message)
+	}
 	switch r.Outcome {
 	case OutcomeDone:
-		res.Outcome = pluginv1.Outcome_OUTCOME_DONE
+		sl.outcome = pluginv1.Outcome_OUTCOME_DONE
 	case OutcomeBlocked:
-		res.Outcome = pluginv1.Outcome_OUTCOME_BLOCKED
-		res.RetryAfter = durationpb.New(r.RetryAfter)
+		sl.outcome = pluginv1.Outcome_OUTCOME_BLOCKED
+		sl.more().retryAfter = durationpb.New(r.RetryAfter)
 	case OutcomeSkipped:
-		res.Outcome = pluginv1.Outcome_OUTCOME_SKIPPED
+		sl.outcome = pluginv1.Outcome_OUTCOME_SKIPPED
 	default:
-		res.Outcome = pluginv1.Outcome_OUTCOME_FAILED
+		sl.outcome = pluginv1.Outcome_OUTCOME_FAILED
 	}
-	return res
 }
 
 // sendLoop sends results as they become ready, coalescing whatever is ready
@@ -356,7 +427,7 @@ func (e *execution) sendLoop(stream pluginv1.DeleteItemActionService_ExecuteServ
 		done := e.inputDone && len(e.items) == 0
 		e.mu.Unlock()
 		if len(batch) > 0 {
-			if err := stream.Send(&pluginv1.ExecuteResponse{Results: batch}); err != nil {
+			if err := e.send(stream, batch); err != nil {
 				return err
 			}
 		}
@@ -393,4 +464,16 @@ func backupFromProto(b *pluginv1.Backup) Backup {
 		out.ExpiresAt = b.GetExpiresAt().AsTime()
 	}
 	return out
+}
+
+// send sends the results of the slots in one message.
+func (e *execution) send(stream pluginv1.DeleteItemActionService_ExecuteServer, slots []*slot) error {
+	if e.fast {
+		return stream.SendMsg(&wireResponse{slots: slots})
+	}
+	results := make([]*pluginv1.ItemResult, len(slots))
+	for i, sl := range slots {
+		results[i] = sl.result()
+	}
+	return stream.Send(&pluginv1.ExecuteResponse{Results: results})
 }
