@@ -81,6 +81,10 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, newStore) })
 	t.Run("FenceByEpoch", func(t *testing.T) { testFenceByEpoch(t, newStore) })
 	t.Run("FencedResourceWrites", func(t *testing.T) { testFencedResourceWrites(t, newStore) })
+	t.Run("LeaderLease", func(t *testing.T) { testLeaderLease(t, newStore) })
+	t.Run("LeaderLeaseRace", func(t *testing.T) { testLeaderLeaseRace(t, newStore) })
+	t.Run("Wakeups", func(t *testing.T) { testWakeups(t, newStore) })
+	t.Run("NextAvailable", func(t *testing.T) { testNextAvailable(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {
