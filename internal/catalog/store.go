@@ -21,6 +21,7 @@ type Store interface {
 	Audit
 	Leadership
 	Wake
+	Counts
 	Close() error
 }
 
@@ -179,4 +180,12 @@ type Wake interface {
 type Wakeups interface {
 	C() <-chan string
 	Close() error
+}
+
+// Counts are the cheap aggregate reads metrics are made of.
+type Counts interface {
+	// CountByPhase counts the resources of kind in each phase.
+	CountByPhase(ctx context.Context, kind string) (map[Phase]int64, error)
+	// CountWork counts a queue's items by state at now.
+	CountWork(ctx context.Context, queue string) (WorkCounts, error)
 }

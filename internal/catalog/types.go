@@ -349,3 +349,13 @@ const (
 	AuditLeaderResigned   = "leader-resigned"
 	WakeTopicLeaderPrefix = "leader/"
 )
+
+// WorkCounts counts a queue's items: Due can be claimed now, Leased are
+// held by a live lease, Waiting have a run time in the future (a retry's
+// backoff). Retried counts those claimed more than once.
+type WorkCounts struct {
+	Due     int64 `json:"due"`
+	Leased  int64 `json:"leased"`
+	Waiting int64 `json:"waiting"`
+	Retried int64 `json:"retried"`
+}

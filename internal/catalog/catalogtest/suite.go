@@ -85,6 +85,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("LeaderLeaseRace", func(t *testing.T) { testLeaderLeaseRace(t, newStore) })
 	t.Run("Wakeups", func(t *testing.T) { testWakeups(t, newStore) })
 	t.Run("NextAvailable", func(t *testing.T) { testNextAvailable(t, newStore) })
+	t.Run("Counts", func(t *testing.T) { testCounts(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {
