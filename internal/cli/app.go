@@ -34,6 +34,9 @@ type app struct {
 	// for the configured one).
 	locations *blobstore.Locations
 	host      *pluginhost.Host
+	// leaseTTL is the deletion lease (lethe server --lease-ttl); zero:
+	// the default.
+	leaseTTL time.Duration
 }
 
 func (a *app) init() error {
@@ -165,7 +168,8 @@ func (a *app) deleter(ctx context.Context) (*deletion.Deleter, error) {
 	if a.locations == nil {
 		a.locations = blobstore.NewLocations(bl, nil)
 	}
-	return deletion.New(&deletion.Config{Store: st, Blobs: bl, Locations: a.locations, Plugins: deletion.HostPlugins(h), Logger: a.log})
+	return deletion.New(&deletion.Config{Store: st, Blobs: bl, Locations: a.locations, Plugins: deletion.HostPlugins(h), Logger: a.log,
+		LeaseTTL: a.leaseTTL})
 }
 
 func (a *app) close() error {

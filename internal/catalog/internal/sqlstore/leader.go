@@ -114,7 +114,7 @@ func (s *Store) ResignLeader(ctx context.Context, name, holder string) error {
 		if _, err := q.Exec(ctx, `UPDATE leader_leases SET holder = '', expires_at = 0 WHERE name = $1`, name); err != nil {
 			return err
 		}
-		details, err := json.Marshal(map[string]any{"holder": holder, "term": cur.Term})
+		details, err := json.Marshal(map[string]any{"holder": holder, "term": cur.Term, "expiresAt": cur.ExpiresAt})
 		if err != nil {
 			return err
 		}
