@@ -106,6 +106,9 @@ lease is handed over); a second one aborts.`,
 				Plugins: func() int { return len(host.Plugins()) },
 				PluginStats: func() map[string]server.PluginCounts {
 					out := map[string]server.PluginCounts{}
+					for _, p := range host.Plugins() {
+						out[p.Name] = server.PluginCounts{} // every plugin, zero until something happens
+					}
 					for k, v := range host.Stats() {
 						out[k] = server.PluginCounts{Restarts: v.Restarts, Timeouts: v.Timeouts}
 					}

@@ -67,6 +67,9 @@ func newMetrics(s *Server) *metrics {
 		plugins: &pluginCollector{s: s},
 	}
 	m.takeovers.WithLabelValues("leader")
+	for _, r := range []string{"purged", "incomplete", "error"} {
+		m.deletions.WithLabelValues(r)
+	}
 	return m
 }
 
