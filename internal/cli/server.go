@@ -118,8 +118,8 @@ lease is handed over); a second one aborts.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.s.Err, "lethe server %s: catalog %s, storage %s, %d plugins, holder %q; Ctrl-C to stop\n",
-				Version, catalog.RedactURL(a.g.store), a.blobs.URL(), len(a.host.Plugins()), del.Holder())
+			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %d plugins, version %s, holder %q; Ctrl-C to stop\n",
+				catalog.RedactURL(a.g.store), a.blobs.URL(), len(a.host.Plugins()), Version, del.Holder())
 			return srv.Run(ctx)
 		},
 	}
