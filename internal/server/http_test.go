@@ -184,3 +184,22 @@ func TestTwoServersOnOneSQLiteFile(t *testing.T) {
 		require.Equal(t, 1, requests, "%s: the TTL expiry is requested once: %+v", n, audit)
 	}
 }
+
+// TestIdleWorkersAreWokenNotPolled: with the safety-net poll an hour away,
+// a deletion queued while the workers sleep runs at once: the enqueue's
+// wake-up woke them.
+func TestIdleWorkersAreWokenNotPolled(t *testing.T) {
+	e := newEnv(t)
+	e.add(t, "queued-later", nil, nil)
+	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, PollInterval: time.Hour})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	waitFor(t, "leadership", srv.Leading) // started, idle
+	_, err = e.del.Delete(catalog.WithActor(ctx, "test"), "queued-later", deletion.Options{Async: true})
+	require.NoError(t, err)
+	e.waitPurged(t, "queued-later")
+	cancel()
+	require.NoError(t, <-done)
+}
