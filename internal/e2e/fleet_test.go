@@ -79,7 +79,7 @@ func TestFleet(t *testing.T) {
 
 	start := func(name string) *replica {
 		r := &replica{name: name, addr: freeAddr(t)}
-		r.p = e.startLong(fleetDeadline, "server", "--workers", "2", "--metrics-addr", r.addr, "--log-level", "info",
+		r.p = e.startLong(fleetDeadline, "server", "--workers", "2", "--metrics-addr", r.addr, "--log-format", "json",
 			"--lease-ttl", fleetLeaseTTL.String(), "--leader-lease-ttl", fleetLeader.String(), "--poll-interval", "2s")
 		return r
 	}
@@ -142,14 +142,30 @@ func TestFleet(t *testing.T) {
 	require.Len(t, names, fleetBackups)
 	waitAllPurged(ctx, t, st, names)
 
-	// Stop the survivors gracefully.
-	for _, r := range []*replica{replicaOtherThan(replicas, victim, stopped), restarted} {
-		require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGTERM))
+	// Stop the survivors gracefully. Their logs, at the server's default
+	// level, in JSON: one object a line, and a line for each deletion's
+	// start and end.
+	messages := map[string]int{}
+	for _, r := range []*replica{replicaOtherThan(replicas, victim, stopped), restarted, stopped} {
+		if r != stopped {
+			require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGTERM))
+		}
 		res := r.p.wait(t)
 		require.Equal(t, 0, res.code, "%s", res)
-		require.Contains(t, res.stderr, "deletion started", "the default level says what it deletes")
-		require.Contains(t, res.stderr, "deletion ended", "%s", res.stderr)
+		for _, line := range strings.Split(res.stderr, "\n") {
+			if !strings.HasPrefix(line, "{") {
+				continue // the banner and the signal notice are plain text
+			}
+			var l struct {
+				Message string `json:"@message"`
+				Level   string `json:"@level"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(line), &l), "a log line that is not JSON: %q", line)
+			messages[l.Message]++
+		}
 	}
+	require.Positive(t, messages["deletion started"], "%v", messages)
+	require.Positive(t, messages["deletion ended"], "%v", messages)
 
 	// Every backup purged exactly once.
 	for _, n := range names {
