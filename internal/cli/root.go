@@ -82,7 +82,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyConfig(root, cmd, s.Getenv)
 	}
-	root.Version = Version
+	root.Version = version()
 	root.SetVersionTemplate("lethe {{.Version}}\n")
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newMigrateCmd(a), newVersionCmd(a))
 	return root, a
