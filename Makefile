@@ -20,6 +20,30 @@ build: ## build bin/lethe and every example plugin into bin/plugins/
 	@mkdir -p bin/plugins
 	@for p in $(PLUGINS); do echo "$(GO) build -o bin/plugins/$$p ./plugins/$$p"; $(GO) build -o bin/plugins/$$p ./plugins/$$p || exit 1; done
 
+# Installation: PREFIX (default /usr/local) and DESTDIR (for packagers).
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR := $(PREFIX)/bin
+PLUGINDIR := $(PREFIX)/lib/lethe/plugins
+UNITDIR := $(PREFIX)/lib/systemd/system
+DOCDIR := $(PREFIX)/share/doc/lethe
+
+.PHONY: install
+install: build ## install lethe, the example plugins, the systemd unit and the example config under PREFIX
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	install -m 0755 bin/lethe $(DESTDIR)$(BINDIR)/lethe
+	install -m 0755 bin/plugins/* $(DESTDIR)$(PLUGINDIR)/
+	sed 's|@BINDIR@|$(BINDIR)|g' packaging/systemd/lethe.service > $(DESTDIR)$(UNITDIR)/lethe.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/lethe.service
+	install -m 0644 docs/config.example.yaml docs/operations.md $(DESTDIR)$(DOCDIR)/
+	@echo "installed $(DESTDIR)$(BINDIR)/lethe (version $(VERSION)); example plugins in $(DESTDIR)$(PLUGINDIR)"
+
+.PHONY: uninstall
+uninstall: ## remove what make install installed under PREFIX
+	rm -f $(DESTDIR)$(BINDIR)/lethe $(DESTDIR)$(UNITDIR)/lethe.service
+	rm -rf $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(DOCDIR)
+	-rmdir $(DESTDIR)$(PREFIX)/lib/lethe
+
 .PHONY: demo
 demo: build ## run Lethe's main job end to end on the embedded defaults
 	bash internal/demo/demo.sh

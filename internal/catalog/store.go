@@ -21,6 +21,9 @@ type Store interface {
 	Audit
 	RetryQueue
 	Outbox
+	Leadership
+	Wake
+	Counts
 	Close() error
 }
 
@@ -126,6 +129,11 @@ type WorkQueue interface {
 	// Complete removes a finished work item. Release and Complete fail
 	// with ErrLeaseLost only if the item was claimed again since f.
 	Complete(ctx context.Context, f *Fence) error
+	// NextAvailable returns when the queue's next item can be claimed:
+	// the earliest run time of an unleased item or lease expiry of a
+	// leased one (false if the queue is empty). Idle workers sleep until
+	// then instead of polling.
+	NextAvailable(ctx context.Context, queue string) (time.Time, bool, error)
 	GetWork(ctx context.Context, queue, key string) (*WorkItem, error)
 	ListWork(ctx context.Context, queue string) ([]*WorkItem, error)
 }
@@ -161,4 +169,48 @@ type Subscription interface {
 	// Err is the reason the channel closed, nil after a clean stop.
 	Err() error
 	Close() error
+}
+
+// Leadership is the leader lease: one named lease in the catalog that the
+// replicas compete for, so that singleton loops run in one place.
+type Leadership interface {
+	// AcquireLeader takes the named lease for holder for ttl when it is
+	// free, expired, or already holder's (then it is renewed: same term,
+	// later expiry). It returns the lease as it stands after the call;
+	// HeldBy(holder, now) says whether holder leads. A new term appends an
+	// audit entry (AuditLeaderElected) in the same transaction.
+	AcquireLeader(ctx context.Context, name, holder string, ttl time.Duration) (*LeaderLease, error)
+	// ResignLeader frees the lease at once if holder holds it (a no-op
+	// otherwise), audits it, and wakes the other replicas
+	// (WakeTopicLeaderPrefix+name), so one of them takes over without
+	// waiting for the lease to expire.
+	ResignLeader(ctx context.Context, name, holder string) error
+	// GetLeader returns the lease; ErrNotFound if it was never taken.
+	GetLeader(ctx context.Context, name string) (*LeaderLease, error)
+}
+
+// Wake tells idle replicas that something may be ready for them.
+type Wake interface {
+	// Wakeups subscribes to wake-up hints: the queue's name after Enqueue
+	// or after a Release that makes the item due now, and
+	// WakeTopicLeaderPrefix+name after ResignLeader. Hints come from this
+	// process's commits and, on PostgreSQL, from every replica's
+	// (LISTEN/NOTIFY). A hint may be lost or repeated: it only says "look
+	// again"; callers keep a slow poll as a safety net. The channel closes
+	// when ctx ends or the store closes.
+	Wakeups(ctx context.Context) (Wakeups, error)
+}
+
+// Wakeups is a wake-up subscription.
+type Wakeups interface {
+	C() <-chan string
+	Close() error
+}
+
+// Counts are the cheap aggregate reads metrics are made of.
+type Counts interface {
+	// CountByPhase counts the resources of kind in each phase.
+	CountByPhase(ctx context.Context, kind string) (map[Phase]int64, error)
+	// CountWork counts a queue's items by state at now.
+	CountWork(ctx context.Context, queue string) (WorkCounts, error)
 }

@@ -327,3 +327,45 @@ type CollectItem struct {
 	Propagation     Propagation
 	Reason          string
 }
+
+// LeaderLease is a named lease that replicas compete for: the replica
+// holding it runs the singleton loops (TTL expiry, grace-window timers).
+// Term grows by one each time the lease changes hands, also when the same
+// holder takes it again after it expired.
+type LeaderLease struct {
+	Name   string `json:"name"`
+	Holder string `json:"holder,omitempty"` // empty: free (never taken, or resigned)
+	Term   int64  `json:"term"`
+	// AcquiredAt is when the current term began; RenewedAt when the holder
+	// last renewed it; ExpiresAt when it lapses unless renewed.
+	AcquiredAt time.Time `json:"acquiredAt,omitzero"`
+	RenewedAt  time.Time `json:"renewedAt,omitzero"`
+	ExpiresAt  time.Time `json:"expiresAt,omitzero"`
+	// TookOver is set on the lease AcquireLeader returns when this call
+	// began a term by taking over a lease whose holder let it expire
+	// without resigning (it died or lost the catalog).
+	TookOver bool `json:"tookOver,omitempty"`
+}
+
+// HeldBy reports whether holder holds the lease at now.
+func (l *LeaderLease) HeldBy(holder string, now time.Time) bool {
+	return l != nil && l.Holder != "" && l.Holder == holder && l.ExpiresAt.After(now)
+}
+
+// Leader-lease audit actions (kind AuditKindLeader, name the lease name).
+const (
+	AuditKindLeader       = "LeaderLease"
+	AuditLeaderElected    = "leader-elected"
+	AuditLeaderResigned   = "leader-resigned"
+	WakeTopicLeaderPrefix = "leader/"
+)
+
+// WorkCounts counts a queue's items: Due can be claimed now, Leased are
+// held by a live lease, Waiting have a run time in the future (a retry's
+// backoff). Retried counts those claimed more than once.
+type WorkCounts struct {
+	Due     int64 `json:"due"`
+	Leased  int64 `json:"leased"`
+	Waiting int64 `json:"waiting"`
+	Retried int64 `json:"retried"`
+}

@@ -36,6 +36,9 @@ type app struct {
 	locations *blobstore.Locations
 	host      *pluginhost.Host
 	queue     *retry.Queue
+	// leaseTTL is the deletion lease (lethe server --lease-ttl); zero:
+	// the default.
+	leaseTTL time.Duration
 }
 
 func (a *app) init() error {
@@ -49,7 +52,7 @@ func (a *app) init() error {
 	if level == hclog.NoLevel {
 		return usageError{fmt.Errorf("--log-level %q: use error, warn, info, debug or trace", a.g.logLevel)}
 	}
-	a.log = hclog.New(&hclog.LoggerOptions{Name: "lethe", Level: level, Output: a.s.Err})
+	a.log = hclog.New(&hclog.LoggerOptions{Name: "lethe", Level: level, Output: a.s.Err, JSONFormat: a.g.logFormat == "json"})
 	a.resolved = true
 	return nil
 }
@@ -174,7 +177,8 @@ func (a *app) deleter(ctx context.Context) (*deletion.Deleter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return deletion.New(&deletion.Config{Store: st, Blobs: bl, Locations: a.locations, Plugins: deletion.HostPlugins(h), Logger: a.log, Retry: q})
+	return deletion.New(&deletion.Config{Store: st, Blobs: bl, Locations: a.locations, Plugins: deletion.HostPlugins(h), Logger: a.log, Retry: q,
+		LeaseTTL: a.leaseTTL})
 }
 
 func (a *app) close() error {

@@ -23,6 +23,8 @@ type globals struct {
 	store            string
 	storage          string
 	logLevel         string
+	logFormat        string
+	config           string
 
 	itemTimeout    string
 	pluginTimeouts []string
@@ -70,6 +72,8 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.pluginDir, "plugin-dir", "", "folder of plugin binaries (env LETHE_PLUGIN_DIR; default <home>/plugins)")
 	pf.StringVar(&g.store, "store", "", "catalog URL: sqlite:///path/to.db or postgres://... (env LETHE_STORE; default sqlite://<home>/lethe.db)")
 	pf.StringVar(&g.storage, "storage", "", "backup storage URL: file:///dir or s3://bucket/prefix?endpoint=... (env LETHE_STORAGE; default file://<home>/storage)")
+	pf.StringVar(&g.config, "config", "", "config `FILE` holding settings under their flag names; flags, then environment variables, win over it (env LETHE_CONFIG; default <home>/config.yaml, if present)")
+	pf.StringVar(&g.logFormat, "log-format", "", "log format: text or json (env LETHE_LOG_FORMAT; default text)")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level: error, warn, info, debug, trace (env LETHE_LOG_LEVEL; default warn)")
 	pf.StringVar(&g.itemTimeout, "item-timeout", "", "how long a plugin may take on one item before it is cancelled, then killed and restarted (env LETHE_ITEM_TIMEOUT; default 5m)")
 	pf.StringArrayVar(&g.pluginTimeouts, "plugin-timeout", nil, "per-plugin item timeout NAME=DURATION, e.g. example.com/ebs=30m (repeatable; env LETHE_PLUGIN_TIMEOUTS, comma-separated)")
@@ -77,6 +81,11 @@ folder) and the plugins. Each location can be changed on its own.`,
 	g.trust.add(pf)
 	g.retry.add(pf)
 
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		return applyConfig(root, cmd, s.Getenv)
+	}
+	root.Version = version()
+	root.SetVersionTemplate("lethe {{.Version}}\n")
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
 		newApplyCmd(a), newDeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a))
 	return root, a
@@ -109,6 +118,7 @@ func (g *globals) resolve(getenv func(string) string) error {
 	pick(&g.store, "LETHE_STORE")
 	pick(&g.storage, "LETHE_STORAGE")
 	pick(&g.logLevel, "LETHE_LOG_LEVEL")
+	pick(&g.logFormat, "LETHE_LOG_FORMAT")
 	pick(&g.itemTimeout, "LETHE_ITEM_TIMEOUT")
 	pick(&g.defaultDelay, "LETHE_DEFAULT_DELETION_DELAY")
 	if len(g.pluginTimeouts) == 0 {
@@ -176,6 +186,11 @@ func (g *globals) resolve(getenv func(string) string) error {
 	}
 	if g.logLevel == "" {
 		g.logLevel = "warn"
+	}
+	switch g.logFormat {
+	case "", "text", "json":
+	default:
+		return usageError{fmt.Errorf("--log-format %q: use text or json", g.logFormat)}
 	}
 	return nil
 }

@@ -3,18 +3,23 @@ package cli
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/leader"
 	"github.com/lethehq/lethe/internal/server"
 )
 
 func newServerCmd(a *app) *cobra.Command {
-	var workers int
-	var metrics string
-	var noPlugins bool
+	var (
+		workers                   int
+		metrics                   string
+		noPlugins                 bool
+		leaseTTL, leaderTTL, poll time.Duration
+	)
 	c := &cobra.Command{
 		Use:   "server",
 		Short: "Run the daemon: TTL expiry, grace-window timers and queued deletions",
@@ -27,8 +32,20 @@ backoff (--retry-backoff), never before the plugin's retryAfter, and after
 --retry-max-attempts discards them (condition DeletionStuck, an event, and a
 signed POST to each --notify-webhook). Nothing is purged meanwhile.
 
-Several servers can share one PostgreSQL catalog (--store postgres://...):
-leases make sure one deletion runs in one place at a time.
+Several servers can share one PostgreSQL catalog (--store postgres://...).
+Every replica claims queued deletions with leases, so work spreads across
+them and one deletion runs in one place at a time. One replica, elected
+through a lease in the catalog, runs TTL expiry and the grace-window timers;
+a stopped leader hands over at once, a killed one after --leader-lease-ttl.
+On SQLite a second server on the same file is safe (it follows, and shares
+the queue) but adds nothing: SQLite has one writer.
+
+With --metrics-addr it serves, on that address only:
+  /metrics   Prometheus metrics
+  /healthz   200 while the process is up
+  /readyz    200 when the catalog answers and the plugins are loaded, 503
+             otherwise; says whether this replica is the leader
+The address is bound before any work starts: one in use fails at once.
 
 The server never purges a backup whose expected plugin is missing or cannot
 start: the deletion stays, with the condition PluginMissing naming the
@@ -36,16 +53,33 @@ plugins (lethe backup get/list, metric lethe_backups_plugin_missing), and is
 looked at again every few minutes. It refuses to start with an empty plugin
 folder (exit 5) unless --no-plugins says that is intended.
 
-The first SIGINT or SIGTERM stops gracefully (progress is saved); a second
-one aborts.`,
+It logs at info level unless told otherwise: one line when each deletion
+starts and one when it ends (counts by plugin, duration, what was purged).
+The first SIGINT or SIGTERM stops gracefully (progress is saved, the leader
+lease is handed over); a second one aborts.`,
 		Example: `  lethe server
   lethe server --store postgres://lethe@db/lethe --metrics-addr 127.0.0.1:9464
-  LETHE_NOTIFY_SECRET=... lethe server --notify-webhook https://hooks.example/lethe --retry-max-attempts 8`,
+  LETHE_NOTIFY_SECRET=... lethe server --notify-webhook https://hooks.example/lethe --retry-max-attempts 8
+  lethe server --config /etc/lethe/config.yaml --log-format json
+  curl -s 127.0.0.1:9464/readyz`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if workers < 1 {
 				return usageError{fmt.Errorf("--workers must be at least 1, got %d", workers)}
+			}
+			if leaseTTL < time.Second {
+				return usageError{fmt.Errorf("--lease-ttl must be at least 1s, got %s", leaseTTL)}
+			}
+			if leaderTTL < time.Second {
+				return usageError{fmt.Errorf("--leader-lease-ttl must be at least 1s, got %s", leaderTTL)}
+			}
+			if poll < 10*time.Millisecond {
+				return usageError{fmt.Errorf("--poll-interval must be at least 10ms, got %s", poll)}
+			}
+			// A daemon says what it deletes at its default level.
+			if a.g.logLevel == "" && a.s.Getenv("LETHE_LOG_LEVEL") == "" {
+				a.g.logLevel = "info"
 			}
 			// Bind the metrics address first: one taken fails here,
 			// before any plugin starts or any work is claimed.
@@ -57,6 +91,7 @@ one aborts.`,
 				}
 				defer ln.Close()
 			}
+			a.leaseTTL = leaseTTL
 			del, err := a.deleter(ctx)
 			if err != nil {
 				return err
@@ -71,21 +106,38 @@ one aborts.`,
 			if err != nil {
 				return err
 			}
+			host := a.host
 			srv, err := server.New(&server.Config{
 				Store: a.store, Deleter: del, Collector: col, Logger: a.log, Workers: workers,
 				MetricsListener: ln, DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins,
 				NotifySecret: a.g.retry.secret,
+				LeaseTTL:     leaseTTL, LeaderTTL: leaderTTL, PollInterval: poll,
+				Plugins: func() int { return len(host.Plugins()) },
+				PluginStats: func() map[string]server.PluginCounts {
+					out := map[string]server.PluginCounts{}
+					for _, p := range host.Plugins() {
+						out[p.Name] = server.PluginCounts{} // every plugin, zero until something happens
+					}
+					for k, v := range host.Stats() {
+						out[k] = server.PluginCounts{Restarts: v.Restarts, Timeouts: v.Timeouts}
+					}
+					return out
+				},
 			})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %d plugins; Ctrl-C to stop\n",
-				catalog.RedactURL(a.g.store), a.blobs.URL(), len(a.host.Plugins()))
+			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %d plugins, version %s, holder %q; Ctrl-C to stop\n",
+				catalog.RedactURL(a.g.store), a.blobs.URL(), len(a.host.Plugins()), Version, del.Holder())
 			return srv.Run(ctx)
 		},
 	}
-	c.Flags().IntVar(&workers, "workers", server.WorkersDefault, "deletions that run at once")
-	c.Flags().StringVar(&metrics, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9464")
-	c.Flags().BoolVar(&noPlugins, "no-plugins", false, "run deletions with no plugin installed at all (audited on each purge)")
+	f := c.Flags()
+	f.IntVar(&workers, "workers", server.WorkersDefault, "deletions this replica runs at once (env LETHE_WORKERS)")
+	f.StringVar(&metrics, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (env LETHE_METRICS_ADDR)")
+	f.BoolVar(&noPlugins, "no-plugins", false, "run deletions with no plugin installed at all (audited on each purge) (env LETHE_NO_PLUGINS)")
+	f.DurationVar(&leaseTTL, "lease-ttl", deletion.LeaseTTLDefault, "deletion lease: a replica that dies holding a deletion loses it after this long (env LETHE_LEASE_TTL)")
+	f.DurationVar(&leaderTTL, "leader-lease-ttl", leader.TTLDefault, "leader lease: a killed leader is replaced after this long; a stopped one at once (env LETHE_LEADER_LEASE_TTL)")
+	f.DurationVar(&poll, "poll-interval", server.PollIntervalDefault, "safety-net poll of idle workers; wake-ups and due times normally wake them (env LETHE_POLL_INTERVAL)")
 	return c
 }

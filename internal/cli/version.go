@@ -24,7 +24,7 @@ func newVersionCmd(a *app) *cobra.Command {
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
-		v := map[string]any{"version": Version, "pluginProtocol": plugin.ProtocolVersion, "go": runtime.Version()}
+		v := map[string]any{"version": version(), "pluginProtocol": plugin.ProtocolVersion, "go": runtime.Version()}
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			for _, s := range bi.Settings {
 				if s.Key == "vcs.revision" {
@@ -35,8 +35,20 @@ func newVersionCmd(a *app) *cobra.Command {
 		if *out != "table" {
 			return printStructured(a.s.Out, *out, v)
 		}
-		fmt.Fprintf(a.s.Out, "lethe %s (plugin protocol %d, %s)\n", Version, plugin.ProtocolVersion, runtime.Version())
+		fmt.Fprintf(a.s.Out, "lethe %s (plugin protocol %d, %s)\n", version(), plugin.ProtocolVersion, runtime.Version())
 		return nil
 	}
 	return c
+}
+
+// version is the version set at build time (make: `git describe --tags`);
+// failing that, the module version `go install ...@vX` recorded.
+func version() string {
+	if Version != "dev" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return Version
 }

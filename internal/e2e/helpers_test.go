@@ -36,6 +36,7 @@ const (
 	pluginGate     = "gate"           // internal/e2e/testdata/gate
 	pluginNoop     = "noop"           // plugins/noop
 	pluginSnapshot = "snapshot-files" // plugins/snapshot-files
+	pluginFleet    = "fleetrec"       // internal/e2e/testdata/fleetrec
 )
 
 // The recorder's plugins, in run order.
@@ -67,7 +68,7 @@ func testMain(m *testing.M) int {
 	}
 	// One go build with -o <dir> writes every main package into dir.
 	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"./cmd/lethe", "./internal/deletion/testdata/recorder", "./internal/e2e/testdata/gate",
+		"./cmd/lethe", "./internal/deletion/testdata/recorder", "./internal/e2e/testdata/gate", "./internal/e2e/testdata/fleetrec",
 		"./plugins/noop", "./plugins/snapshot-files")
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -213,7 +214,13 @@ type proc struct {
 
 func (e *env) start(args ...string) *proc {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	return e.startLong(cmdTimeout, args...)
+}
+
+// startLong is start with a longer bound than cmdTimeout.
+func (e *env) startLong(timeout time.Duration, args ...string) *proc {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	cmd, out, errb := e.command(ctx, args...)
 	require.NoError(e.t, cmd.Start())
 	p := &proc{cmd: cmd, out: out, errb: errb, done: make(chan struct{}), cancel: cancel}

@@ -194,6 +194,40 @@ type Host struct {
 	mu     sync.Mutex
 	closed bool
 	done   chan struct{} // closed by Close
+
+	statsMu sync.Mutex
+	stats   map[string]Stats
+}
+
+// Stats counts what happened to a plugin since the host started: process
+// restarts (a crash, a hang, a broken stream), keyed by the names the
+// binary serves, and items that timed out, keyed by plugin name.
+type Stats struct {
+	Restarts int64
+	Timeouts int64
+}
+
+// Stats returns the counters, for metrics.
+func (h *Host) Stats() map[string]Stats {
+	h.statsMu.Lock()
+	defer h.statsMu.Unlock()
+	out := make(map[string]Stats, len(h.stats))
+	for k, v := range h.stats {
+		out[k] = v
+	}
+	return out
+}
+
+func (h *Host) count(name string, restarts, timeouts int64) {
+	h.statsMu.Lock()
+	defer h.statsMu.Unlock()
+	if h.stats == nil {
+		h.stats = map[string]Stats{}
+	}
+	st := h.stats[name]
+	st.Restarts += restarts
+	st.Timeouts += timeouts
+	h.stats[name] = st
 }
 
 type entry struct {

@@ -321,6 +321,7 @@ func (b *binary) fail(p *proc, err error) {
 		b.cur = nil
 		b.recordFailureLH(err)
 		b.h.logger.Warn("plugin process failed; it will be restarted", "plugin", b.display, "binary", b.path, "pid", p.pid, "error", err, "consecutive_failures", b.failures)
+		b.h.count(b.display, 1, 0)
 	}
 	b.mu.Unlock()
 	p.kill(false)

@@ -551,6 +551,7 @@ func (s *Session) watchdog(sctx context.Context, scancel context.CancelCauseFunc
 		s.mu.Unlock()
 		if len(cancels) > 0 {
 			s.h.logger.Warn("items timed out; cancelling them", "plugin", s.name, "count", len(cancels), "timeout", s.timeout)
+			s.h.count(s.name, 0, int64(len(cancels)))
 			s.signal()
 		}
 		if hung {

@@ -84,10 +84,10 @@ func (s *Server) runBackupRetry(ctx context.Context, rows []*catalog.RetryRow) e
 		return &retry.DeferError{Until: held.ExpiresAt, Reason: "its deletion is running in " + held.Holder}
 	}
 	if err != nil {
-		s.deletions.WithLabelValues("error").Inc()
+		s.m.deletions.WithLabelValues("error").Inc()
 		return err
 	}
-	s.deletions.WithLabelValues(string(rep.Result)).Inc()
+	s.m.deletions.WithLabelValues(string(rep.Result)).Inc()
 	s.log.Info("retried deletion ran", "backup", rep.Backup, "result", rep.Result, "unsettled", rep.UnsettledCount)
 	return nil
 }

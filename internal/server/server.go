@@ -1,7 +1,19 @@
-// Package server wires the daemon (`lethe server`): the TTL controller,
-// the grace-window timers, and workers that claim backup deletions from the
-// catalog's work queue and run them. Several servers may share one
-// PostgreSQL catalog; leases keep them from running the same deletion.
+// Package server wires the daemon (`lethe server`). Several servers may
+// share one PostgreSQL catalog:
+//
+//   - every replica runs workers that claim queued deletions with leases
+//     (the catalog's work queue), so work spreads across replicas and two
+//     never run the same deletion at once;
+//   - one elected leader (internal/leader, a lease in the catalog) runs the
+//     singleton loops: TTL expiry, the grace-window timers, and the
+//     reconciliation that requeues stranded deletions;
+//   - idle replicas sleep until the next item is due and are woken at once
+//     by the catalog's wake-up hints (LISTEN/NOTIFY on PostgreSQL); a slow
+//     poll is only the safety net.
+//
+// Other engines hook in through Config.LeaderLoops (singletons) and
+// Config.Loops (every replica). The HTTP side serves /metrics, /healthz
+// and /readyz on one address, bound before any work starts.
 package server
 
 import (
@@ -10,38 +22,58 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
-	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/internal/gc"
+	"github.com/lethehq/lethe/internal/leader"
+	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/internal/softdelete"
 	"github.com/lethehq/lethe/internal/ttl"
 )
 
 // Defaults.
 const (
-	PollIntervalDefault = time.Second
+	// PollIntervalDefault is the safety-net poll of idle workers: they
+	// otherwise sleep until the next item is due or a wake-up arrives.
+	PollIntervalDefault = 10 * time.Second
 	WorkersDefault      = 2
 )
 
 // Catalog is the part of the catalog a Server uses, its own and that of
-// the soft-delete timers and the TTL controller it runs.
+// the soft-delete timers, the TTL controller and the elector it runs.
 type Catalog interface {
 	catalog.Resources
 	catalog.Lifecycle
 	catalog.WorkQueue
 	catalog.Feed
+	catalog.Progress
+	catalog.Leadership
+	catalog.Wake
+	catalog.Counts
 }
+
+// Loop is a long-running part of the server. Run works until ctx ends and
+// returns nil then; an error stops the whole server.
+type Loop struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// PluginStats reports restarts and timeouts by plugin (pluginhost.Host).
+type PluginStats func() map[string]PluginCounts
+
+// PluginCounts is one plugin's counters.
+type PluginCounts struct{ Restarts, Timeouts int64 }
 
 // Config configures a Server.
 type Config struct {
@@ -49,13 +81,15 @@ type Config struct {
 	Deleter *deletion.Deleter
 	Logger  hclog.Logger
 	Now     func() time.Time
-	// Workers is how many deletions run at once.
+	// Workers is how many deletions run at once in this replica.
 	Workers int
-	// PollInterval is how often idle workers look for queued deletions.
+	// PollInterval is the safety-net poll of idle workers.
 	PollInterval time.Duration
 	// LeaseTTL is the deletion lease (see deletion.Config).
 	LeaseTTL time.Duration
-	// MetricsAddr serves Prometheus metrics on /metrics when set; it is
+	// LeaderTTL is the leader lease (see leader.Config).
+	LeaderTTL time.Duration
+	// MetricsAddr serves /metrics, /healthz and /readyz when set; it is
 	// bound before any work starts. MetricsListener, when set, is used
 	// instead (the CLI binds it before it even starts the plugins).
 	MetricsAddr     string
@@ -66,6 +100,14 @@ type Config struct {
 	// NoPlugins: the operator said running with no plugin installed is
 	// intended (see deletion.Options.NoPlugins); audited on each purge.
 	NoPlugins bool
+	// Plugins counts the plugins loaded (for /readyz); nil: not checked.
+	Plugins func() int
+	// PluginStats feeds the plugin restart and timeout metrics.
+	PluginStats PluginStats
+	// LeaderLoops run only on the elected leader, LoopsAll on every
+	// replica, next to the server's own.
+	LeaderLoops []Loop
+	Loops       []Loop
 	// NotifySecret signs webhook notifications (see retry.Notifier);
 	// without it no notifier runs, and webhooks are refused.
 	NotifySecret  []byte
@@ -73,24 +115,29 @@ type Config struct {
 	// RetryLeaseTTL is the lease on claimed retry rows.
 	RetryLeaseTTL time.Duration
 	// Collector, when set, is the garbage collector, run from the change
-	// feed (see gc.go).
+	// feed on every replica (its work is leased; see gc.go).
 	Collector *gc.Collector
 }
 
 // Server is the daemon.
 type Server struct {
-	cfg Config
-	log hclog.Logger
-	reg *prometheus.Registry
+	cfg     Config
+	log     hclog.Logger
+	reg     *prometheus.Registry
+	m       *metrics
+	elector *leader.Elector
 
-	deletions *prometheus.CounterVec
-	expired   prometheus.Counter
-	// pluginMissing counts the backups whose deletion this server
-	// refuses because an expected plugin is missing (refused, by UID).
-	pluginMissing prometheus.Gauge
-	refusedMu     sync.Mutex
-	refused       map[string]bool
-	retryMetrics  *retry.Metrics
+	// pluginMissing: the backups whose deletion this server refuses
+	// because an expected plugin is missing (refused, by UID).
+	refusedMu sync.Mutex
+	refused   map[string]bool
+
+	wakeMu  sync.Mutex
+	wakeChs map[string]chan struct{}
+	leaderW chan struct{}
+	started atomic.Bool
+
+	retryMetrics *retry.Metrics
 }
 
 // New returns a Server.
@@ -106,26 +153,83 @@ func New(cfg *Config) (*Server, error) {
 	c.Workers = cmp.Or(c.Workers, WorkersDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, deletion.LeaseTTLDefault)
-	s := &Server{cfg: c, log: c.Logger.Named("server"), reg: prometheus.NewRegistry(), refused: map[string]bool{}}
-	s.deletions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "lethe_backup_deletions_total", Help: "Backup deletion runs by result (purged, incomplete, parked, error).",
-	}, []string{"result"})
-	s.expired = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "lethe_ttl_expired_total", Help: "Deletion requests made because a backup's TTL expired.",
+	c.LeaderTTL = cmp.Or(c.LeaderTTL, leader.TTLDefault)
+	if c.Workers < 1 {
+		return nil, fmt.Errorf("server: Workers must be at least 1, got %d", c.Workers)
+	}
+	s := &Server{cfg: c, log: c.Logger.Named("server"), reg: prometheus.NewRegistry(), refused: map[string]bool{},
+		wakeChs: map[string]chan struct{}{}, leaderW: make(chan struct{}, 1)}
+	el, err := leader.New(&leader.Config{
+		Store: c.Store, Holder: c.Deleter.Holder(), TTL: c.LeaderTTL, Logger: c.Logger, Now: c.Now, Wake: s.leaderW,
+		OnChange: func(leading, tookOver bool, l *catalog.LeaderLease) {
+			s.m.leader.Set(b2f(leading))
+			if leading {
+				s.m.leaderTerm.Set(float64(l.Term))
+				s.m.leaderChanges.Inc()
+				if tookOver {
+					s.m.takeovers.WithLabelValues("leader").Inc()
+				}
+			}
+		},
 	})
-	s.pluginMissing = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "lethe_backups_plugin_missing",
-		Help: "Backups whose deletion waits because an expected plugin is missing or cannot start (condition PluginMissing).",
-	})
+	if err != nil {
+		return nil, err
+	}
+	s.elector = el
+	s.m = newMetrics(s)
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.m.register(s.reg)
 	s.retryMetrics = retry.NewMetrics(s.reg)
-	s.reg.MustRegister(s.deletions, s.expired, s.pluginMissing, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Leading reports whether this replica is the elected leader now.
+func (s *Server) Leading() bool { return s.elector.Leading() }
+
+// Registry is the server's Prometheus registry: other engines register
+// their collectors here before Run.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Wake returns a channel closed by the next wake-up hint for queue (work
+// enqueued or released, here or on another replica). Call it again after
+// each wake-up.
+func (s *Server) Wake(queue string) <-chan struct{} {
+	s.wakeMu.Lock()
+	defer s.wakeMu.Unlock()
+	ch, ok := s.wakeChs[queue]
+	if !ok {
+		ch = make(chan struct{})
+		s.wakeChs[queue] = ch
+	}
+	return ch
+}
+
+// wake fires the hint for queue, or for every queue when queue is "".
+func (s *Server) wake(queue string) {
+	s.wakeMu.Lock()
+	defer s.wakeMu.Unlock()
+	for q, ch := range s.wakeChs {
+		if queue == "" || q == queue {
+			close(ch)
+			delete(s.wakeChs, q)
+		}
+	}
 }
 
 // Run serves until ctx ends, then stops every part and waits for it. The
 // metrics address is bound before anything else starts: an address in
 // use fails Run before any work.
 func (s *Server) Run(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("server: Run called twice")
+	}
 	ctx = catalog.WithActor(ctx, "server:"+s.cfg.Deleter.Holder())
 	ln := s.cfg.MetricsListener
 	if ln == nil && s.cfg.MetricsAddr != "" {
@@ -134,10 +238,103 @@ func (s *Server) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	closeLn := func() {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+	leaderLoops, err := s.leaderLoops()
+	if err != nil {
+		closeLn()
+		return err
+	}
+	leaderLoops = append(leaderLoops, s.cfg.LeaderLoops...)
+	retryCollector, notifier, err := s.retryParts()
+	if err != nil {
+		closeLn()
+		return err
+	}
+	// The retry queue, its notifications and the garbage collector run on
+	// every replica: their rows and work items are claimed with leases.
+	loops := append([]Loop{{Name: "retry queue", Run: retryCollector.Run}, {Name: "garbage collector", Run: s.runCollector}}, s.cfg.Loops...)
+	if notifier != nil {
+		loops = append(loops, Loop{Name: "notifications", Run: notifier.Run})
+	}
+	wakeups, err := s.cfg.Store.Wakeups(ctx)
+	if err != nil {
+		closeLn()
+		return fmt.Errorf("subscribing to wake-ups: %w", err)
+	}
+
+	// Whatever ends Run, it stops every part it started first.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8+s.cfg.Workers+len(loops)+len(leaderLoops))
+	run := func(l Loop) {
+		wg.Go(func() {
+			if err := l.Run(ctx); err != nil && ctx.Err() == nil {
+				errs <- fmt.Errorf("%s: %w", l.Name, err)
+				stop()
+			}
+		})
+	}
+	wg.Go(func() {
+		defer wakeups.Close()
+		s.dispatchWakeups(ctx, wakeups)
+	})
+	for i := range s.cfg.Workers {
+		run(Loop{Name: fmt.Sprintf("worker %d", i), Run: s.work})
+	}
+	for _, l := range loops {
+		run(l)
+	}
+	wg.Go(func() {
+		_ = s.elector.Run(ctx, func(lctx context.Context) {
+			runLeaderLoops(lctx, leaderLoops, s.log, func(err error) { errs <- err; stop() })
+		})
+	})
+	if ln != nil {
+		s.serveHTTP(ctx, &wg, ln, errs)
+	}
+	s.log.Info("lethe server started", "workers", s.cfg.Workers, "holder", s.cfg.Deleter.Holder())
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	s.log.Info("lethe server stopped")
+	return errors.Join(all...)
+}
+
+// runLeaderLoops runs the leader's loops until lctx ends (leadership lost
+// or the server stopping) and waits for all of them.
+func runLeaderLoops(lctx context.Context, loops []Loop, log hclog.Logger, fail func(error)) {
+	var wg sync.WaitGroup
+	for _, l := range loops {
+		wg.Go(func() {
+			if err := l.Run(lctx); err != nil && lctx.Err() == nil {
+				fail(fmt.Errorf("%s: %w", l.Name, err))
+			}
+		})
+	}
+	names := make([]string, len(loops))
+	for i, l := range loops {
+		names[i] = l.Name
+	}
+	log.Info("running the leader's loops", "loops", strings.Join(names, ", "))
+	wg.Wait()
+}
+
+// leaderLoops are the server's own singletons: TTL expiry, the
+// grace-window timers and the reconciliation of stranded deletions.
+func (s *Server) leaderLoops() ([]Loop, error) {
 	ttlc, err := ttl.New(&ttl.Config{
 		Store: s.cfg.Store, Logger: s.cfg.Logger, Now: s.cfg.Now,
 		Request: func(ctx context.Context, name string) error {
-			s.expired.Inc()
+			s.m.expired.Inc()
+			s.log.Info("TTL expired: requesting the deletion", "backup", name)
 			_, err := s.cfg.Deleter.Delete(catalog.WithActor(ctx, "ttl"), name, deletion.Options{
 				Reason: "TTL expired", Async: true, Unattended: true, DefaultDelay: s.cfg.DefaultDelay,
 			})
@@ -145,15 +342,13 @@ func (s *Server) Run(ctx context.Context) error {
 		},
 	})
 	if err != nil {
-		if ln != nil {
-			_ = ln.Close()
-		}
-		return err
+		return nil, err
 	}
 	timers, err := softdelete.New(&softdelete.Config{
 		Store: s.timersStore(), Logger: s.cfg.Logger, Now: s.cfg.Now,
 		Handlers: map[string]softdelete.Handler{
 			backup.Kind: func(ctx context.Context, r *catalog.Resource) error {
+				s.log.Info("grace window over: queueing the deletion", "backup", r.Name)
 				_, err := s.cfg.Deleter.Delete(catalog.WithActor(ctx, "softdelete"), r.Name, deletion.Options{
 					Reason: "grace window over", Async: true, OnlyIfScheduled: true, Unattended: true,
 				})
@@ -162,59 +357,42 @@ func (s *Server) Run(ctx context.Context) error {
 		},
 	})
 	if err != nil {
-		if ln != nil {
-			_ = ln.Close()
-		}
-		return err
+		return nil, err
 	}
+	return []Loop{
+		{Name: "ttl", Run: ttlc.Run},
+		{Name: "grace-window timers", Run: timers.Run},
+		{Name: "reconcile", Run: s.reconcile},
+	}, nil
+}
 
-	collector, notifier, err := s.retryParts()
-	if err != nil {
-		if ln != nil {
-			_ = ln.Close()
-		}
-		return err
-	}
-
-	// Whatever ends Run, it stops every part it started first.
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	errs := make(chan error, 7+s.cfg.Workers)
-	wg.Go(func() { errs <- ttlc.Run(ctx) })
-	wg.Go(func() { errs <- timers.Run(ctx) })
-	wg.Go(func() { errs <- collector.Run(ctx) })
-	if notifier != nil {
-		wg.Go(func() { errs <- notifier.Run(ctx) })
-	}
-	for range s.cfg.Workers {
-		wg.Go(func() { errs <- s.work(ctx) })
-	}
-	wg.Go(func() { errs <- s.reconcile(ctx) })
-	wg.Go(func() { errs <- s.runCollector(ctx) })
-	if ln != nil {
-		srv := &http.Server{Handler: promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-		wg.Go(func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- err
+func (s *Server) dispatchWakeups(ctx context.Context, w catalog.Wakeups) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case topic, ok := <-w.C():
+			if !ok {
+				return
 			}
-		})
-		wg.Go(func() {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		})
-		s.log.Info("serving metrics", "addr", ln.Addr().String())
+			switch {
+			case topic == "":
+				s.wake("")
+				s.wakeLeader()
+			case strings.HasPrefix(topic, catalog.WakeTopicLeaderPrefix):
+				s.wakeLeader()
+			default:
+				s.wake(topic)
+			}
+		}
 	}
-	s.log.Info("lethe server started", "workers", s.cfg.Workers)
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
+}
+
+func (s *Server) wakeLeader() {
+	select {
+	case s.leaderW <- struct{}{}:
+	default:
 	}
-	return errors.Join(all...)
 }
 
 // Listen binds the metrics address; the error is one line naming it.
@@ -230,7 +408,7 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// ReconcileInterval is how often the server makes sure every Deleting
+// ReconcileInterval is how often the leader makes sure every Deleting
 // backup has a queued work item.
 const ReconcileInterval = 15 * time.Minute
 
@@ -282,12 +460,16 @@ func (s *Server) notePluginMissing(uid string, err error) {
 	} else {
 		delete(s.refused, uid)
 	}
-	s.pluginMissing.Set(float64(len(s.refused)))
+	s.m.pluginMissing.Set(float64(len(s.refused)))
 }
 
-// work claims queued deletions and runs them, one at a time.
+// work claims queued deletions and runs them, one at a time. Idle, it
+// sleeps until the queue's next item is due (a retry's run time, or the
+// expiry of a lease another replica holds), a wake-up arrives, or the
+// safety-net poll.
 func (s *Server) work(ctx context.Context) error {
 	for ctx.Err() == nil {
+		wake := s.Wake(deletion.Queue) // before the claim: a hint after it is not lost
 		items, err := s.cfg.Store.Claim(ctx, deletion.Queue, s.cfg.Deleter.Holder(), s.cfg.LeaseTTL, 1)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -296,36 +478,76 @@ func (s *Server) work(ctx context.Context) error {
 			s.log.Error("claiming deletions", "error", err)
 		}
 		for _, w := range items {
-			rep, err := s.cfg.Deleter.RunWork(ctx, w, deletion.Options{NoPlugins: s.cfg.NoPlugins, Unattended: true})
-			s.notePluginMissing(w.Key, err)
-			var missing *deletion.MissingPluginsError
-			switch {
-			case errors.Is(err, deletion.ErrTarballMissing) || errors.Is(err, deletion.ErrTarballReplaced):
-				// The deleter raised it once (a condition and a warning)
-				// and parked the work until an operator acts.
-				s.deletions.WithLabelValues("parked").Inc()
-				s.log.Info("deletion parked until an operator acts", "uid", w.Key, "error", err)
-			case errors.As(err, &missing) || errors.Is(err, deletion.ErrNoPlugins):
-				// Never purged without its plugins: the deletion stays,
-				// with the PluginMissing condition, and is looked at again.
-				s.deletions.WithLabelValues("plugin-missing").Inc()
-				s.log.Error("deletion refused: plugins missing", "uid", w.Key, "error", err)
-			case err != nil:
-				s.deletions.WithLabelValues("error").Inc()
-				if ctx.Err() == nil {
-					s.log.Error("deletion failed", "uid", w.Key, "error", err)
-				}
-			case rep != nil:
-				s.deletions.WithLabelValues(string(rep.Result)).Inc()
-				s.log.Info("deletion ran", "backup", rep.Backup, "result", rep.Result, "unsettled", rep.UnsettledCount)
-			}
+			s.runOne(ctx, w)
 		}
-		if len(items) == 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(s.cfg.PollInterval):
-			}
+		if len(items) > 0 {
+			continue
 		}
+		wait := s.cfg.PollInterval
+		if next, ok, err := s.cfg.Store.NextAvailable(ctx, deletion.Queue); err == nil && ok {
+			wait = min(wait, max(next.Sub(s.cfg.Now()), 10*time.Millisecond))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	return nil
+}
+
+// runOne runs one claimed deletion, with a log line at its start and one
+// at its end, and the metrics.
+func (s *Server) runOne(ctx context.Context, w *catalog.WorkItem) {
+	name := w.Key
+	if r, err := s.cfg.Store.GetByUID(ctx, w.Key); err == nil {
+		name = r.Name
+	}
+	before := map[string]catalog.OutcomeCount{}
+	if p, _, err := s.cfg.Store.LoadProgress(ctx, w.Key); err == nil {
+		before = p.Counts
+	}
+	start := time.Now()
+	s.log.Info("deletion started", "backup", name, "uid", w.Key, "attempt", w.Attempts, "epoch", w.Epoch)
+	s.m.inFlight.Inc()
+	rep, err := s.cfg.Deleter.RunWork(ctx, w, deletion.Options{NoPlugins: s.cfg.NoPlugins, Unattended: true})
+	s.m.inFlight.Dec()
+	took := time.Since(start).Round(time.Millisecond)
+	s.notePluginMissing(w.Key, err)
+	if rep != nil {
+		s.m.countItems(before, rep.Counts)
+	}
+	var missing *deletion.MissingPluginsError
+	switch {
+	case errors.Is(err, deletion.ErrTarballMissing) || errors.Is(err, deletion.ErrTarballReplaced):
+		// The deleter raised it once (a condition and a warning) and
+		// parked the work until an operator acts.
+		s.m.deletions.WithLabelValues("parked").Inc()
+		s.log.Info("deletion ended: parked until an operator acts", "backup", name, "uid", w.Key, "duration", took, "error", err)
+	case errors.As(err, &missing) || errors.Is(err, deletion.ErrNoPlugins):
+		// Never purged without its plugins: the deletion stays, with the
+		// PluginMissing condition, and is looked at again.
+		s.m.deletions.WithLabelValues("plugin-missing").Inc()
+		s.log.Error("deletion ended: refused, plugins missing", "backup", name, "uid", w.Key, "duration", took, "error", err)
+	case err != nil && ctx.Err() != nil:
+		s.m.deletions.WithLabelValues("interrupted").Inc()
+		s.log.Info("deletion ended: interrupted by the stop; it resumes from its checkpoint", "backup", name, "uid", w.Key, "duration", took)
+	case err != nil:
+		s.m.deletions.WithLabelValues("error").Inc()
+		s.log.Error("deletion ended: failed", "backup", name, "uid", w.Key, "duration", took, "error", err)
+	case rep != nil:
+		s.m.deletions.WithLabelValues(string(rep.Result)).Inc()
+		args := []any{"backup", name, "uid", w.Key, "result", rep.Result, "duration", took, "items", rep.TotalItems,
+			"unsettled", rep.UnsettledCount}
+		for _, p := range sortedKeys(rep.Counts) {
+			c := rep.Counts[p]
+			args = append(args, "plugin."+p, fmt.Sprintf("done=%d skipped=%d failed=%d blocked=%d", c.Done, c.Skipped, c.Failed, c.Blocked))
+		}
+		if len(rep.Purged) > 0 {
+			args = append(args, "purged", strings.Join(rep.Purged, ", "))
+		}
+		s.log.Info("deletion ended", args...)
+	}
 }

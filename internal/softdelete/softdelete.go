@@ -6,6 +6,10 @@
 // change feed wakes the loop when something is scheduled or undeleted:
 // there is no periodic scan but a rare safety net. Undelete needs nothing
 // from here: an undeleted resource simply is not due any more.
+//
+// It is a singleton: `lethe server` runs it only on the elected leader
+// (internal/leader). Two copies would be safe (the handler moves a
+// resource on only if it is still Scheduled) but would race for nothing.
 package softdelete
 
 import (

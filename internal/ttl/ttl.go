@@ -4,7 +4,10 @@
 // expiry: there is no periodic scan except a rare safety net. An expired
 // backup gets an ordinary deletion request, so the grace window applies.
 //
-// It knows the catalog and the Backup kind; it does not run plugins.
+// It knows the catalog and the Backup kind; it does not run plugins. It is
+// a singleton: `lethe server` runs it only on the elected leader
+// (internal/leader), so that replicas do not all request the same
+// deletions.
 package ttl
 
 import (

@@ -86,6 +86,11 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ConcurrentRetryClaims", func(t *testing.T) { testConcurrentRetryClaims(t, newStore) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, newStore) })
 	t.Run("CollectBatch", func(t *testing.T) { testCollectBatch(t, newStore) })
+	t.Run("LeaderLease", func(t *testing.T) { testLeaderLease(t, newStore) })
+	t.Run("LeaderLeaseRace", func(t *testing.T) { testLeaderLeaseRace(t, newStore) })
+	t.Run("Wakeups", func(t *testing.T) { testWakeups(t, newStore) })
+	t.Run("NextAvailable", func(t *testing.T) { testNextAvailable(t, newStore) })
+	t.Run("Counts", func(t *testing.T) { testCounts(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {

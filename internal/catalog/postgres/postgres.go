@@ -80,7 +80,7 @@ func Open(ctx context.Context, url string, cfg *catalog.Config) (catalog.Store, 
 	if err != nil {
 		return nil, fmt.Errorf("catalog: postgres: %s", pgErrorText(err))
 	}
-	b := &backend{pool: pool, cfg: cfg, channel: channel}
+	b := &backend{pool: pool, cfg: cfg, channel: channel, wakeChannel: wakeChannel(cfg.Schema)}
 	if _, err := sqlstore.Migrate(ctx, b, ms, cfg.Now().UnixNano()); err != nil {
 		pool.Close()
 		var pe *pgconn.PgError
@@ -121,9 +121,59 @@ func createSchema(ctx context.Context, cc *pgx.ConnConfig, schema string) error 
 }
 
 type backend struct {
-	pool    *pgxpool.Pool
-	cfg     *catalog.Config
-	channel string
+	pool        *pgxpool.Pool
+	cfg         *catalog.Config
+	channel     string
+	wakeChannel string
+}
+
+// wakeChannel is the NOTIFY channel of wake-up hints (work enqueued or
+// released, a leader resigned), one per catalog schema.
+func wakeChannel(schema string) string {
+	if schema == "" {
+		return "lethe_wake"
+	}
+	ch := "lethe_wake_" + schema
+	if len(ch) > 63 {
+		h := fnv.New64a()
+		h.Write([]byte(schema))
+		ch = "lethe_wake_" + strconv.FormatUint(h.Sum64(), 16)
+	}
+	return ch
+}
+
+func (b *backend) NotifyWake(ctx context.Context, q sqlstore.Querier, topic string) error {
+	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2)`, b.wakeChannel, topic)
+	return err
+}
+
+// ListenWake LISTENs on a dedicated connection, outside the pool.
+func (b *backend) ListenWake(ctx context.Context) (sqlstore.WakeListener, error) {
+	conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{b.wakeChannel}.Sanitize()); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return wakeListener{conn}, nil
+}
+
+type wakeListener struct{ conn *pgx.Conn }
+
+func (l wakeListener) Next(ctx context.Context) (string, error) {
+	n, err := l.conn.WaitForNotification(ctx)
+	if err != nil {
+		return "", err
+	}
+	return n.Payload, nil
+}
+
+func (l wakeListener) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return l.conn.Close(ctx)
 }
 
 func (b *backend) Dialect() sqlstore.Dialect {

@@ -139,6 +139,13 @@ func (b *backend) WriteTx(ctx context.Context, fn func(sqlstore.Querier) error) 
 
 func (b *backend) Notify(context.Context, sqlstore.Querier, int64) error { return nil }
 
+// NotifyWake does nothing: SQLite has no channel to other processes; the
+// Store wakes this process's subscribers itself, and other processes on
+// the same file find new work by polling.
+func (b *backend) NotifyWake(context.Context, sqlstore.Querier, string) error { return nil }
+
+func (b *backend) ListenWake(context.Context) (sqlstore.WakeListener, error) { return nil, nil }
+
 func (b *backend) Listen(context.Context) (sqlstore.Listener, error) {
 	return &listener{bc: b.bc, next: b.bc.C(), tick: time.NewTicker(b.cfg.PollInterval)}, nil
 }

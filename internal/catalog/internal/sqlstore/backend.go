@@ -89,6 +89,14 @@ type Backend interface {
 	// Listen returns a Listener whose Wait returns when a change may have
 	// been committed (by this or another process).
 	Listen(ctx context.Context) (Listener, error)
+	// NotifyWake runs inside a write transaction; other replicas'
+	// ListenWake receive topic if it commits. A driver whose replicas
+	// cannot be reached this way (SQLite) does nothing: the Store itself
+	// wakes this process's subscribers after the commit.
+	NotifyWake(ctx context.Context, q Querier, topic string) error
+	// ListenWake listens for other replicas' NotifyWake; nil (and no
+	// error) when the driver has no such channel.
+	ListenWake(ctx context.Context) (WakeListener, error)
 	// MapError maps a driver error to a catalog sentinel (or returns it).
 	MapError(err error) error
 	Close() error

@@ -28,6 +28,8 @@ type Store struct {
 	subs      sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+
+	wake wakeHub
 }
 
 var _ catalog.Store = (*Store)(nil)

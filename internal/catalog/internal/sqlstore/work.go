@@ -75,9 +75,30 @@ ON CONFLICT (queue, key) DO NOTHING`, w.Queue, w.Key, string(w.Payload), runAt.U
 		}
 		var err error
 		out, err = scanWork(q.QueryRow(ctx, `SELECT `+WorkColumns+` FROM work_items WHERE queue = $1 AND key = $2`, w.Queue, w.Key))
-		return err
+		if err != nil || out.Holder != "" || out.RunAt.After(now) {
+			return err
+		}
+		return s.b.NotifyWake(ctx, q, w.Queue)
 	})
-	return out, s.mapErr(err)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	if out.Holder == "" && !out.RunAt.After(now) {
+		s.wakeLocal(w.Queue)
+	}
+	return out, nil
+}
+
+// NextAvailable implements catalog.Store, from the claim index.
+func (s *Store) NextAvailable(ctx context.Context, queue string) (time.Time, bool, error) {
+	var n *int64
+	if err := s.b.Reader().QueryRow(ctx, `SELECT MIN(available_at) FROM work_items WHERE queue = $1`, queue).Scan(&n); err != nil {
+		return time.Time{}, false, s.mapErr(err)
+	}
+	if n == nil {
+		return time.Time{}, false, nil
+	}
+	return time.Unix(0, *n).UTC(), true, nil
 }
 
 // Claim implements catalog.Store. Items are taken in the order they
@@ -178,17 +199,25 @@ func (s *Store) Release(ctx context.Context, f *catalog.Fence, runAt time.Time, 
 	if err := validFence(f); err != nil {
 		return err
 	}
+	now := s.clock()
 	if runAt.IsZero() {
-		runAt = s.clock()
+		runAt = now
 	}
+	due := !runAt.After(now)
 	err := s.b.WriteTx(ctx, func(q Querier) error {
 		n, err := q.Exec(ctx, `UPDATE work_items SET holder = '', lease_expires_at = 0, run_at = $1, available_at = $1, last_error = $2
 WHERE id = $3 AND holder = $4 AND epoch = $5`, runAt.UnixNano(), lastErr, f.ID, f.Holder, f.Epoch)
 		if err == nil && n == 0 {
 			err = lostErr(f)
 		}
-		return err
+		if err != nil || !due {
+			return err
+		}
+		return s.b.NotifyWake(ctx, q, f.Queue)
 	})
+	if err == nil && due {
+		s.wakeLocal(f.Queue)
+	}
 	return s.mapErr(err)
 }
 

@@ -1,0 +1,263 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+)
+
+// The config file holds settings under the names of their flags, e.g.
+//
+//	store: postgres://lethe@db/lethe
+//	log-format: json
+//	plugin-timeout: [example.com/ebs=30m]
+//	workers: 4            # lethe server
+//
+// A flag given on the command line wins over its environment variable,
+// which wins over the file. Keys are checked before anything runs: an
+// unknown key or a value its flag refuses is one line and exit 2.
+
+// serverConfigKeys are the `lethe server` flags a config file may set.
+var serverConfigKeys = []string{"workers", "metrics-addr", "no-plugins", "lease-ttl", "leader-lease-ttl", "poll-interval"}
+
+// notInConfig are global flags that make no sense in the file.
+var notInConfig = []string{"config", "help", "version"}
+
+// envName is the environment variable of a flag.
+func envName(flag string) string {
+	if flag == "plugin-timeout" {
+		return "LETHE_PLUGIN_TIMEOUTS"
+	}
+	return "LETHE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// configKeys lists every key a config file may hold: the global flags and
+// the server's.
+func configKeys(root *cobra.Command) []string {
+	var keys []string
+	root.PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if !slices.Contains(notInConfig, f.Name) {
+			keys = append(keys, f.Name)
+		}
+	})
+	keys = append(keys, serverConfigKeys...)
+	slices.Sort(keys)
+	return keys
+}
+
+// configPath is --config, else LETHE_CONFIG, else <home>/config.yaml;
+// explicit says the file must exist.
+func configPath(cmd *cobra.Command, getenv func(string) string) (path string, explicit bool, err error) {
+	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
+		return f.Value.String(), true, nil
+	}
+	if p := getenv("LETHE_CONFIG"); p != "" {
+		return p, true, nil
+	}
+	home := ""
+	if f := cmd.Flags().Lookup("home"); f != nil {
+		home = f.Value.String()
+	}
+	if home == "" {
+		home = getenv("LETHE_HOME")
+	}
+	if home == "" {
+		data := getenv("XDG_DATA_HOME")
+		if data == "" {
+			h, err := os.UserHomeDir()
+			if err != nil {
+				return "", false, nil // resolve reports the missing home
+			}
+			data = filepath.Join(h, ".local", "share")
+		}
+		home = filepath.Join(data, "lethe")
+	}
+	return filepath.Join(home, "config.yaml"), false, nil
+}
+
+// applyConfig reads the config file and the server flags' environment
+// variables into the flags of cmd that were not given on the command line.
+func applyConfig(root, cmd *cobra.Command, getenv func(string) string) error {
+	// The server's own flags take their environment variables here (the
+	// global ones in globals.resolve).
+	if cmd.Name() == "server" {
+		for _, k := range serverConfigKeys {
+			f := cmd.Flags().Lookup(k)
+			if f == nil || f.Changed {
+				continue
+			}
+			if v := getenv(envName(k)); v != "" {
+				if err := cmd.Flags().Set(k, v); err != nil {
+					return usageError{fmt.Errorf("%s=%q: %v", envName(k), v, err)}
+				}
+			}
+		}
+	}
+	path, explicit, err := configPath(cmd, getenv)
+	if err != nil || path == "" {
+		return err
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !explicit {
+		return nil
+	}
+	if err != nil {
+		return usageError{fmt.Errorf("config file: %w", err)}
+	}
+	settings, err := parseConfig(b)
+	if err != nil {
+		return usageError{fmt.Errorf("config file %s: %w", path, err)}
+	}
+	known := configKeys(root)
+	for _, k := range sortedKeys(settings) {
+		if !slices.Contains(known, k) {
+			return usageError{fmt.Errorf("config file %s: unknown key %q (keys are flag names: %s)", path, k, strings.Join(known, ", "))}
+		}
+	}
+	for _, k := range sortedKeys(settings) {
+		vals := settings[k]
+		f := cmd.Flags().Lookup(k)
+		var err error
+		if f == nil {
+			// Another command's setting (e.g. workers, for server):
+			// check it against that command's flag, then leave it.
+			err = checkForeign(root, k, vals)
+		} else if f.Changed || getenv(envName(k)) != "" {
+			continue // the command line, then the environment, win
+		} else {
+			err = setFlag(cmd.Flags(), f, vals)
+		}
+		if err != nil {
+			return usageError{fmt.Errorf("config file %s: %s: %w", path, k, err)}
+		}
+	}
+	return nil
+}
+
+func setFlag(fs *pflag.FlagSet, f *pflag.Flag, vals []string) error {
+	list := strings.HasSuffix(f.Value.Type(), "Array") || strings.HasSuffix(f.Value.Type(), "Slice")
+	if len(vals) != 1 && !list {
+		return fmt.Errorf("want one value, got a list of %d", len(vals))
+	}
+	for _, v := range vals {
+		if err := fs.Set(f.Name, v); err != nil {
+			return fmt.Errorf("invalid value %q: %v", v, want(f.Value.Type(), err))
+		}
+	}
+	return nil
+}
+
+// checkForeign validates a setting of another command on a fresh flag of
+// the same type, so that a bad value is found whichever command runs.
+func checkForeign(root *cobra.Command, key string, vals []string) error {
+	for _, c := range root.Commands() {
+		f := c.Flags().Lookup(key)
+		if f == nil {
+			continue
+		}
+		fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+		switch f.Value.Type() {
+		case "int":
+			fs.Int(key, 0, "")
+		case "bool":
+			fs.Bool(key, false, "")
+		case "duration":
+			fs.Duration(key, 0, "")
+		default:
+			fs.String(key, "", "")
+		}
+		return setFlag(fs, fs.Lookup(key), vals)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// want says what a flag of type typ takes.
+func want(typ string, err error) error {
+	switch typ {
+	case "int":
+		return errors.New("want a whole number")
+	case "bool":
+		return errors.New("want true or false")
+	case "duration":
+		return errors.New("want a duration such as 30s, 5m or 1h")
+	}
+	return unwrapFlagError(err)
+}
+
+func unwrapFlagError(err error) error {
+	// pflag says `invalid argument "x" for "--workers" flag: strconv...`;
+	// keep the reason.
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "flag: "); i >= 0 {
+		return errors.New(msg[i+len("flag: "):])
+	}
+	return err
+}
+
+// parseConfig turns the YAML file into key → values (a scalar is one
+// value, a list its items, as strings).
+func parseConfig(b []byte) (map[string][]string, error) {
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("not valid YAML: %v", err)
+	}
+	out := map[string][]string{}
+	if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
+		return out, nil // empty file
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, errors.New("want a mapping of settings, e.g. `store: postgres://...`")
+	}
+	for k, v := range m {
+		switch v := v.(type) {
+		case []any:
+			for _, item := range v {
+				s, err := scalar(k, item)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = append(out[k], s)
+			}
+		default:
+			s, err := scalar(k, v)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = []string{s}
+		}
+	}
+	return out, nil
+}
+
+func scalar(k string, v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case json.Number:
+		return v.String(), nil
+	case bool:
+		return fmt.Sprint(v), nil
+	case nil:
+		return "", fmt.Errorf("%s: empty value", k)
+	default:
+		return "", fmt.Errorf("%s: want a value or a list of values, not a mapping", k)
+	}
+}

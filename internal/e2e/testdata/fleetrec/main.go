@@ -1,0 +1,70 @@
+// Command fleetrec is the fleet test's recorder plugin. It serves two
+// plugins that take every item, and for each Execute appends two lines to
+// the file named by LETHE_RECORD_FILE:
+//
+//	S <tab> backup <tab> plugin <tab> item <tab> lethe pid
+//	E <tab> backup <tab> plugin <tab> item <tab> lethe pid
+//
+// at the start and at the end of the item, each in one O_APPEND write, so
+// the file's order is the order the events happened in across every
+// replica's plugin processes. "lethe pid" is the pid of the lethe process
+// that started this plugin process (its parent at start): it names the
+// replica, and the test checks that no two replicas' runs of one backup
+// overlap. LETHE_RECORD_SLEEP (a duration) is how long each item takes.
+package main
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/lethehq/lethe/pkg/plugin"
+)
+
+var (
+	out   *os.File
+	owner string
+	sleep time.Duration
+)
+
+type rec struct{ name string }
+
+func (r *rec) AppliesTo(context.Context) (plugin.ResourceSelector, error) {
+	return plugin.ResourceSelector{}, nil
+}
+
+func (r *rec) Execute(ctx context.Context, in *plugin.DeleteItemActionInput) error {
+	it := in.Item
+	line := in.Backup.Name + "\t" + r.name + "\t" + it.GroupResource() + "/" + it.Namespace + "/" + it.Name + "\t" + owner + "\n"
+	if _, err := out.WriteString("S\t" + line); err != nil {
+		return err
+	}
+	if sleep > 0 {
+		t := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			_, _ = out.WriteString("E\t" + line)
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	_, err := out.WriteString("E\t" + line)
+	return err
+}
+
+func main() {
+	f, err := os.OpenFile(os.Getenv("LETHE_RECORD_FILE"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		panic(err)
+	}
+	out, owner = f, strconv.Itoa(os.Getppid())
+	if d, err := time.ParseDuration(os.Getenv("LETHE_RECORD_SLEEP")); err == nil {
+		sleep = d
+	}
+	plugin.Serve(
+		&plugin.Plugin{Name: "test.lethe.io/a-first", Version: "v0.0.1", Action: &rec{name: "test.lethe.io/a-first"}, MaxConcurrency: 8},
+		&plugin.Plugin{Name: "test.lethe.io/b-second", Version: "v0.0.1", Action: &rec{name: "test.lethe.io/b-second"}, MaxConcurrency: 8},
+	)
+}
