@@ -78,6 +78,7 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		"tarball " + d.tarballURL(ctx, b),
 		"catalog record " + r.Key().String() + " (a tombstone and the audit log remain)",
 	}
+	p.Purge = append(p.Purge, planFolder(b)...)
 	if r.Phase == catalog.PhaseActive && !opts.Force {
 		var delay time.Duration
 		if opts.Delay != nil {
