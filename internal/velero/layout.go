@@ -50,7 +50,9 @@ func TarballKey(name string) string { return BackupDir(name) + name + ".tar.gz" 
 
 // VolumeSnapshotsKey is the key of the list of native volume snapshots
 // (taken through VolumeSnapshotter plugins) that the backup created.
-func VolumeSnapshotsKey(name string) string { return BackupDir(name) + name + "-volumesnapshots.json.gz" }
+func VolumeSnapshotsKey(name string) string {
+	return BackupDir(name) + name + "-volumesnapshots.json.gz"
+}
 
 // SplitKey returns the backup folder's name and the file name of a key
 // under BackupsDir: "backups/a/b.gz" is ("a", "b.gz", true). Keys nested
