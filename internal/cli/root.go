@@ -39,8 +39,9 @@ func newRoot(s Streams, aborts *abortHooks) (*cobra.Command, *app) {
 	g := &globals{}
 	a := &app{s: s, g: g, aborts: aborts}
 	root := &cobra.Command{
-		Use:   "lethe",
-		Short: "Delete backups, and everything they created outside, safely",
+		Use:     "lethe",
+		Version: Version,
+		Short:   "Delete backups, and everything they created outside, safely",
 		Long: `Lethe deletes backups and everything they created outside them: cloud
 snapshots, object-store copies, database dumps. Plugins do the outside work;
 Lethe runs them out of process, in alphanumeric order of their names, and
@@ -75,6 +76,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.defaultDelay, "default-deletion-delay", "", "grace window for backups without a lethe.io/deletion-delay annotation (env LETHE_DEFAULT_DELETION_DELAY; default none)")
 	g.trust.add(pf)
 
+	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ")\n")
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newMigrateCmd(a), newVersionCmd(a))
 	return root, a
 }
