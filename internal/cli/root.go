@@ -20,6 +20,11 @@ type globals struct {
 	// pluginDirDefault: pluginDir is <home>/plugins, not given by a flag
 	// or LETHE_PLUGIN_DIR; only then is a missing folder created.
 	pluginDirDefault bool
+	// veleroPluginDir holds unmodified Velero DeleteItemAction plugins;
+	// veleroPluginDirDefault: it is <home>/velero-plugins, which may be
+	// absent (no Velero plugins), while a folder given must exist.
+	veleroPluginDir        string
+	veleroPluginDirDefault bool
 	store            string
 	storage          string
 	logLevel         string
@@ -68,6 +73,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.home, "home", "", "Lethe's home folder (env LETHE_HOME; default $XDG_DATA_HOME/lethe or ~/.local/share/lethe)")
 	pf.StringVar(&g.pluginDir, "plugin-dir", "", "folder of plugin binaries (env LETHE_PLUGIN_DIR; default <home>/plugins)")
+	pf.StringVar(&g.veleroPluginDir, "velero-plugin-dir", "", "folder of unmodified Velero DeleteItemAction plugin binaries, run beside Lethe's (env LETHE_VELERO_PLUGIN_DIR; default <home>/velero-plugins, if it exists)")
 	pf.StringVar(&g.store, "store", "", "catalog URL: sqlite:///path/to.db or postgres://... (env LETHE_STORE; default sqlite://<home>/lethe.db)")
 	pf.StringVar(&g.storage, "storage", "", "backup storage URL: file:///dir or s3://bucket/prefix?endpoint=... (env LETHE_STORAGE; default file://<home>/storage)")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level: error, warn, info, debug, trace (env LETHE_LOG_LEVEL; default warn)")
@@ -105,6 +111,7 @@ func (g *globals) resolve(getenv func(string) string) error {
 	}
 	pick(&g.home, "LETHE_HOME")
 	pick(&g.pluginDir, "LETHE_PLUGIN_DIR")
+	pick(&g.veleroPluginDir, "LETHE_VELERO_PLUGIN_DIR")
 	pick(&g.store, "LETHE_STORE")
 	pick(&g.storage, "LETHE_STORAGE")
 	pick(&g.logLevel, "LETHE_LOG_LEVEL")
@@ -163,6 +170,10 @@ func (g *globals) resolve(getenv func(string) string) error {
 	if g.pluginDir == "" {
 		g.pluginDirDefault = true
 		g.pluginDir = filepath.Join(g.home, "plugins")
+	}
+	if g.veleroPluginDir == "" {
+		g.veleroPluginDirDefault = true
+		g.veleroPluginDir = filepath.Join(g.home, "velero-plugins")
 	}
 	if g.store == "" {
 		g.store = "sqlite://" + filepath.Join(g.home, "lethe.db")
