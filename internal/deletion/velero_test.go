@@ -40,6 +40,13 @@ type veleroPipeline struct {
 
 func openVeleroPipeline(tb testing.TB, dir, storage string, hooks *deletion.TestHooks) *veleroPipeline {
 	tb.Helper()
+	return openVeleroPipelineWith(tb, dir, storage, hooks, &pluginhost.Config{})
+}
+
+// openVeleroPipelineWith is openVeleroPipeline with a plugin host
+// configuration (its Dir is set here).
+func openVeleroPipelineWith(tb testing.TB, dir, storage string, hooks *deletion.TestHooks, hcfg *pluginhost.Config) *veleroPipeline {
+	tb.Helper()
 	ctx := context.Background()
 	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(dir, "lethe.db"), nil)
 	require.NoError(tb, err)
@@ -49,7 +56,9 @@ func openVeleroPipeline(tb testing.TB, dir, storage string, hooks *deletion.Test
 	tb.Cleanup(func() { _ = bl.Close() })
 	pdir := filepath.Join(dir, "plugins")
 	require.NoError(tb, os.MkdirAll(pdir, 0o750))
-	h, err := pluginhost.New(&pluginhost.Config{Dir: pdir})
+	c := *hcfg
+	c.Dir = pdir
+	h, err := pluginhost.New(&c)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = h.Close() })
 	del, err := deletion.New(&deletion.Config{Store: st, Blobs: bl, Plugins: deletion.HostPlugins(h)})
@@ -311,4 +320,65 @@ func TestPurgeResumesAfterSIGKILL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// buildVeleroPlugin builds ../pluginhost/testdata/veleroplugin, a plugin
+// built against Velero's own framework in a module of its own.
+func buildVeleroPlugin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "velero-recorder")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = "../pluginhost/testdata/veleroplugin"
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "building the Velero plugin: %s", out)
+	return bin
+}
+
+// TestVeleroPluginDeletesEveryMatchingItemOnce is issue 14 point 4 end to
+// end: a backup synced from a Velero bucket records the Velero plugins as
+// expected plugins, its deletion refuses to start without them, and with
+// them every item each plugin selects reaches it exactly once, with the
+// backup as a velero.io/v1 Backup naming Velero's storage location.
+func TestVeleroPluginDeletesEveryMatchingItemOnce(t *testing.T) {
+	ctx := context.Background()
+	bin := buildVeleroPlugin(t)
+	vdir := filepath.Join(t.TempDir(), "velero-plugins")
+	require.NoError(t, os.Mkdir(vdir, 0o755))
+	require.NoError(t, os.Link(bin, filepath.Join(vdir, "velero-recorder")))
+	record := filepath.Join(t.TempDir(), "record.tsv")
+	hcfg := &pluginhost.Config{VeleroDir: vdir, PluginEnv: map[string]map[string]string{"velero-recorder": {"VELERO_RECORD_FILE": record}}}
+	dir, storage := t.TempDir(), "file://"+filepath.Join(t.TempDir(), "bucket")
+	p := openVeleroPipelineWith(t, dir, storage, nil, hcfg)
+	putBucket(t, p.blobs)
+	_, err := p.reg.Sync(ctx, registry.SyncOptions{})
+	require.NoError(t, err)
+	r, err := p.store.Get(ctx, backup.Key("nightly-0412"))
+	require.NoError(t, err)
+	b, err := backup.FromResource(r)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), b.Spec.ExpectedPlugins["example.io/recorder"].Items)
+	require.Equal(t, int64(1), b.Spec.ExpectedPlugins["example.io/pvs"].Items)
+
+	// Without the Velero plugins, the deletion refuses and changes nothing.
+	bare := openVeleroPipeline(t, dir, storage, nil) // the same catalog, no Velero plugin folder
+	_, err = bare.del.Delete(ctx, "nightly-0412", deletion.Options{NoPlugins: true})
+	var me *deletion.MissingPluginsError
+	require.ErrorAs(t, err, &me)
+	r, err = p.store.Get(ctx, backup.Key("nightly-0412"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, r.Phase)
+
+	rep, err := p.del.Delete(ctx, "nightly-0412", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result, "%+v", rep)
+	data, err := os.ReadFile(record)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.ElementsMatch(t, []string{
+		"example.io/pvs\tPersistentVolume\t/pv-data\tnightly-0412\tdefault\tshop",
+		"example.io/recorder\tConfigMap\tshop/flags\tnightly-0412\tdefault\tshop",
+		"example.io/recorder\tConfigMap\tshop/settings\tnightly-0412\tdefault\tshop",
+		"example.io/recorder\tSecret\tshop/db-password\tnightly-0412\tdefault\tshop",
+	}, lines, "every matching item reached its plugin exactly once")
+	require.Empty(t, listKeys(t, p.blobs, velero.BackupDir("nightly-0412")))
 }

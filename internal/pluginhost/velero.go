@@ -137,7 +137,7 @@ func (c *veleroClient) Execute(ctx context.Context, _ ...grpc.CallOption) (grpc.
 	s := &veleroStream{
 		c: c, ctx: sctx, cancel: cancel,
 		work: make(chan *pluginv1.Item, 1<<16), results: make(chan *pluginv1.ItemResult, 1<<10),
-		cancels: map[uint64]context.CancelCauseFunc{},
+		cancels: map[uint64]context.CancelCauseFunc{}, closedSend: make(chan struct{}),
 	}
 	return s, nil
 }
@@ -155,11 +155,12 @@ type veleroStream struct {
 	results chan *pluginv1.ItemResult
 	wg      sync.WaitGroup
 
-	mu        sync.Mutex
-	cancels   map[uint64]context.CancelCauseFunc
-	closeSend bool
-	pending   int
-	broken    error
+	mu         sync.Mutex
+	cancels    map[uint64]context.CancelCauseFunc
+	closeSend  bool
+	closedSend chan struct{} // closed by CloseSend
+	pending    int
+	broken     error
 }
 
 func (s *veleroStream) Send(m *pluginv1.ExecuteRequest) error {
@@ -250,43 +251,46 @@ func (s *veleroStream) worker() {
 // Recv returns the results ready (at least one), io.EOF once CloseSend
 // was called and every item is answered, or why the stream broke.
 func (s *veleroStream) Recv() (*pluginv1.ExecuteResponse, error) {
-	s.mu.Lock()
-	done := s.closeSend && s.pending == 0
-	s.mu.Unlock()
-	if done {
-		return nil, io.EOF
-	}
-	var first *pluginv1.ItemResult
-	select {
-	case first = <-s.results:
-	case <-s.ctx.Done():
-		return nil, status.FromContextError(context.Cause(s.ctx)).Err()
-	}
-	out := &pluginv1.ExecuteResponse{Results: []*pluginv1.ItemResult{first}}
-	for more := true; more; {
+	closed := s.closedSend
+	for {
+		s.mu.Lock()
+		done := s.closeSend && s.pending == 0
+		s.mu.Unlock()
+		if done {
+			return nil, io.EOF
+		}
 		select {
-		case r := <-s.results:
-			out.Results = append(out.Results, r)
-		default:
-			more = false
+		case first := <-s.results:
+			out := &pluginv1.ExecuteResponse{Results: []*pluginv1.ItemResult{first}}
+			for more := true; more; {
+				select {
+				case r := <-s.results:
+					out.Results = append(out.Results, r)
+				default:
+					more = false
+				}
+			}
+			s.mu.Lock()
+			s.pending -= len(out.Results)
+			s.mu.Unlock()
+			return out, nil
+		case <-closed:
+			closed = nil // look again whether every item is answered
+		case <-s.ctx.Done():
+			return nil, status.FromContextError(context.Cause(s.ctx)).Err()
 		}
 	}
-	s.mu.Lock()
-	s.pending -= len(out.Results)
-	s.mu.Unlock()
-	return out, nil
 }
 
 // CloseSend says no more items come; Recv ends with io.EOF once every
 // item is answered.
 func (s *veleroStream) CloseSend() error {
 	s.mu.Lock()
-	s.closeSend = true
+	if !s.closeSend {
+		s.closeSend = true
+		close(s.closedSend)
+	}
 	s.mu.Unlock()
-	go func() {
-		<-s.ctx.Done()
-		s.wg.Wait()
-	}()
 	return nil
 }
 
