@@ -76,16 +76,24 @@ func folderKeys(ctx context.Context, bl blobstore.Store, b *backup.Backup) ([]st
 	return keys, nil
 }
 
-// purgedOthers names, for the report, the keys a purge removed besides
-// the tarball.
+// purgedOthers says, for the report, what a purge removed besides the
+// tarball (the audit details list every key).
 func purgedOthers(bl blobstore.Store, b *backup.Backup, removed []string) []string {
-	var out []string
+	n, meta := 0, false
 	for _, k := range removed {
 		if k != b.Spec.StorageKey {
-			out = append(out, "file "+bl.URL()+"/"+k)
+			n++
+			meta = meta || path.Base(k) == velero.MetadataFile
 		}
 	}
-	return out
+	if n == 0 {
+		return nil
+	}
+	s := fmt.Sprintf("%d other files under %s/%s", n, bl.URL(), path.Dir(b.Spec.StorageKey)+"/")
+	if meta {
+		s += " (" + velero.MetadataFile + " first)"
+	}
+	return []string{s}
 }
 
 // planFolder says, for a plan, what a purge removes besides the tarball.
