@@ -25,9 +25,9 @@ type globals struct {
 	// absent (no Velero plugins), while a folder given must exist.
 	veleroPluginDir        string
 	veleroPluginDirDefault bool
-	store            string
-	storage          string
-	logLevel         string
+	store                  string
+	storage                string
+	logLevel               string
 
 	itemTimeout    string
 	pluginTimeouts []string
