@@ -23,6 +23,7 @@ func newPluginCmd(a *app) *cobra.Command {
 }
 
 type lockView struct {
+	Kind   string `json:"kind"` // always "LockEntry"
 	Binary string `json:"binary"`
 	SHA256 string `json:"sha256"`
 	Change string `json:"change"` // new, changed, unchanged, removed
@@ -70,7 +71,7 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		}
 		views := []lockView{}
 		for _, name := range slices.Sorted(maps.Keys(next.Plugins)) {
-			v := lockView{Binary: name, SHA256: next.Plugins[name].SHA256, Change: "new"}
+			v := lockView{Kind: "LockEntry", Binary: name, SHA256: next.Plugins[name].SHA256, Change: "new"}
 			if old != nil {
 				if e, ok := old.Plugins[name]; ok {
 					v.Change = "unchanged"
@@ -84,7 +85,7 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		if old != nil {
 			for _, name := range slices.Sorted(maps.Keys(old.Plugins)) {
 				if _, ok := next.Plugins[name]; !ok {
-					views = append(views, lockView{Binary: name, SHA256: old.Plugins[name].SHA256, Change: "removed"})
+					views = append(views, lockView{Kind: "LockEntry", Binary: name, SHA256: old.Plugins[name].SHA256, Change: "removed"})
 				}
 			}
 		}
@@ -122,6 +123,7 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 }
 
 type pluginView struct {
+	Kind            string `json:"kind"` // always "Plugin"
 	Name            string `json:"name"`
 	Binary          string `json:"binary"`
 	ProtocolVersion int    `json:"protocolVersion"`
@@ -162,6 +164,7 @@ plain text are shown quoted.`,
 		views := []pluginView{}
 		for _, in := range h.Plugins() {
 			views = append(views, pluginView{
+				Kind: "Plugin",
 				Name: in.Name, Binary: in.Binary, ProtocolVersion: in.ProtocolVersion, Protocol: in.Protocol, Version: in.Version,
 				Selector: in.Selector.String(), MaxConcurrency: in.MaxConcurrency,
 				Checksum: in.Checksum, ChecksumStatus: in.ChecksumStatus,
