@@ -29,11 +29,11 @@ import (
 // tarballGone reports that the tarball was not there to delete. removed
 // lists the keys deleted, in order.
 func (d *Deleter) purgeFolder(ctx context.Context, bl blobstore.Store, b *backup.Backup) (tarballGone bool, removed []string, err error) {
-	keys, err := folderKeys(ctx, bl, b)
+	keys, listed, err := folderKeys(ctx, bl, b)
 	if err != nil {
 		return false, nil, fmt.Errorf("backup %s: listing what to purge: %w", b.Name(), err)
 	}
-	tarballGone = !slices.Contains(keys, b.Spec.StorageKey)
+	tarballGone = !listed
 	for _, k := range keys {
 		if d.hooks.beforePurgeKey != nil {
 			d.hooks.beforePurgeKey(k)
@@ -50,19 +50,26 @@ func (d *Deleter) purgeFolder(ctx context.Context, bl blobstore.Store, b *backup
 
 // folderKeys lists what purgeFolder deletes, in order: velero-backup.json
 // first, then the rest of the backup's folder. The tarball is included
-// even when its key is outside the folder (never the case for a backup
-// Lethe registered, nor for one Velero wrote).
-func folderKeys(ctx context.Context, bl blobstore.Store, b *backup.Backup) ([]string, error) {
+// even when the listing does not show it (listed is false then: it is
+// gone already, or its key is outside the folder, which is never the case
+// for a backup Lethe registered, nor for one Velero wrote).
+func folderKeys(ctx context.Context, bl blobstore.Store, b *backup.Backup) (keys []string, listed bool, err error) {
 	dir := path.Dir(b.Spec.StorageKey) + "/"
 	if !strings.HasPrefix(dir, velero.BackupsDir) || dir == velero.BackupsDir {
-		return []string{b.Spec.StorageKey}, nil // not in a folder of its own: nothing else is its
+		// Not in a folder of its own: nothing else is its.
+		if _, err := bl.Stat(ctx, b.Spec.StorageKey); err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+			return nil, false, err
+		} else if err == nil {
+			listed = true
+		}
+		return []string{b.Spec.StorageKey}, listed, nil
 	}
 	objs, err := bl.List(ctx, dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	meta := dir + velero.MetadataFile
-	keys := make([]string, 0, len(objs)+1)
+	keys = make([]string, 0, len(objs)+1)
 	for _, o := range objs {
 		if o.Key == meta {
 			keys = append([]string{meta}, keys...)
@@ -70,10 +77,11 @@ func folderKeys(ctx context.Context, bl blobstore.Store, b *backup.Backup) ([]st
 		}
 		keys = append(keys, o.Key)
 	}
-	if !slices.Contains(keys, b.Spec.StorageKey) {
+	listed = slices.Contains(keys, b.Spec.StorageKey)
+	if !listed {
 		keys = append(keys, b.Spec.StorageKey)
 	}
-	return keys, nil
+	return keys, listed, nil
 }
 
 // purgedOthers says, for the report, what a purge removed besides the
@@ -96,11 +104,12 @@ func purgedOthers(bl blobstore.Store, b *backup.Backup, removed []string) []stri
 	return []string{s}
 }
 
-// planFolder says, for a plan, what a purge removes besides the tarball.
-func planFolder(b *backup.Backup) []string {
+// planFolder says, for a plan, what a purge removes besides the tarball;
+// "" when the tarball is not in a folder of its own.
+func planFolder(b *backup.Backup) string {
 	dir := path.Dir(b.Spec.StorageKey) + "/"
 	if !strings.HasPrefix(dir, velero.BackupsDir) || dir == velero.BackupsDir {
-		return nil
+		return ""
 	}
-	return []string{"every other file under " + dir + " (" + velero.MetadataFile + " first, so that Velero's sync cannot bring the backup back)"}
+	return "every other file under " + dir + " (" + velero.MetadataFile + " first, so that Velero's sync cannot bring the backup back)"
 }

@@ -160,7 +160,6 @@ type veleroStream struct {
 	closeSend  bool
 	closedSend chan struct{} // closed by CloseSend
 	pending    int
-	broken     error
 }
 
 func (s *veleroStream) Send(m *pluginv1.ExecuteRequest) error {
@@ -365,7 +364,7 @@ func (h *Host) listVelero() (*veleroDir, error) {
 		return nil, fmt.Errorf("plugin lock file %s does not exist, and a lock is required: pin the Velero plugins with `lethe plugin lock` first", Quote(c.VeleroLockFile))
 	}
 	if v.entries, v.problems, err = listBinaries(c.VeleroDir, c.VeleroLockFile); err != nil {
-		return nil, fmt.Errorf("Velero plugin folder: %w", err)
+		return nil, fmt.Errorf("the Velero plugin folder: %w", err)
 	}
 	v.installed = append(v.installed, v.entries...)
 	for _, p := range v.problems {
@@ -401,7 +400,7 @@ func (h *Host) veleroBinaries(v *veleroDir) []*binary {
 		if v.lock != nil {
 			e, ok := v.lock.Plugins[be.name()]
 			if !ok {
-				h.problems = append(h.problems, Problem{Binary: be.path, Err: fmt.Errorf("Velero plugin binary %s is not in the lock file %s; refusing to run it (run `lethe plugin lock` to trust it)", Quote(be.path), Quote(h.cfg.VeleroLockFile))})
+				h.problems = append(h.problems, Problem{Binary: be.path, Err: fmt.Errorf("plugin binary %s (Velero) is not in the lock file %s; refusing to run it (run `lethe plugin lock` to trust it)", Quote(be.path), Quote(h.cfg.VeleroLockFile))})
 				continue
 			}
 			b.checksum = e.SHA256
