@@ -45,6 +45,39 @@ type Spec struct {
 	// An empty map records that no plugin selected anything; nil (never
 	// written) marks a backup registered before Lethe recorded them.
 	ExpectedPlugins map[string]ExpectedPlugin `json:"expectedPlugins"`
+
+	// CreatedAt is when the backup was taken, when that is known and
+	// differs from when it was registered: a backup imported from a
+	// Velero bucket carries Velero's creation time. Nil: the catalog
+	// record's creation time.
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+	// Velero is what a sync read from the backup's velero-backup.json;
+	// nil for a backup that had none.
+	Velero *VeleroInfo `json:"velero,omitempty"`
+}
+
+// VeleroInfo is what Lethe keeps of a backup's velero-backup.json.
+type VeleroInfo struct {
+	// MetadataKey is the velero-backup.json's key in the storage.
+	MetadataKey string `json:"metadataKey"`
+	// StorageLocation is the name of Velero's BackupStorageLocation
+	// (spec.storageLocation), e.g. "default".
+	StorageLocation string `json:"storageLocation,omitempty"`
+	// Phase is Velero's status.phase, e.g. "Completed".
+	Phase string `json:"phase,omitempty"`
+	// IncludedNamespaces is spec.includedNamespaces.
+	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	// UID is the Backup object's metadata.uid in the cluster.
+	UID string `json:"uid,omitempty"`
+}
+
+// Created is when the backup was taken: Spec.CreatedAt, else the record's
+// creation time.
+func (b *Backup) Created() time.Time {
+	if b.Spec.CreatedAt != nil {
+		return *b.Spec.CreatedAt
+	}
+	return b.Resource.CreatedAt
 }
 
 // ExpectedPlugin is one plugin's share of a backup, recorded at

@@ -108,8 +108,12 @@ func (a *app) plugins(context.Context) (*pluginhost.Host, error) {
 			return nil, fmt.Errorf("creating plugin folder: %w", err)
 		}
 	}
+	veleroDir := a.g.veleroPluginDir
+	if _, err := os.Stat(veleroDir); errors.Is(err, os.ErrNotExist) && a.g.veleroPluginDirDefault {
+		veleroDir = "" // no Velero plugins
+	}
 	h, err := pluginhost.New(&pluginhost.Config{
-		Dir: a.g.pluginDir, Logger: a.log,
+		Dir: a.g.pluginDir, VeleroDir: veleroDir, Logger: a.log,
 		ItemTimeout: a.g.itemTimeoutD, PluginTimeouts: a.g.pluginTimeoutsD,
 		LockFile: a.g.trust.lockFile, RequireLock: a.g.trust.requireLock,
 		PluginEnv: a.g.trust.pluginEnvM, PluginUser: a.g.trust.pluginUser,

@@ -151,6 +151,7 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 
 // backupView is the JSON and YAML shape of a backup.
 type backupView struct {
+	Kind        string                    `json:"kind"` // always "Backup"
 	Name        string                    `json:"name"`
 	UID         string                    `json:"uid"`
 	Phase       catalog.Phase             `json:"phase"`
@@ -190,8 +191,8 @@ func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool
 		return nil, err
 	}
 	v := &backupView{
-		Name: r.Name, UID: r.UID, Phase: r.Phase, Labels: r.Labels, Annotations: r.Annotations,
-		CreatedAt: r.CreatedAt, Spec: b.Spec, Status: b.Status, DueAt: r.DeletionDueAt,
+		Kind: backup.Kind, Name: r.Name, UID: r.UID, Phase: r.Phase, Labels: r.Labels, Annotations: r.Annotations,
+		CreatedAt: b.Created(), Spec: b.Spec, Status: b.Status, DueAt: r.DeletionDueAt,
 		DeletingAt: r.DeletionTimestamp, Finalizers: r.Finalizers, Conditions: r.Conditions,
 	}
 	v.PluginMissing, _ = deletion.PluginMissing(r)
@@ -320,9 +321,11 @@ func newBackupListCmd(a *app) *cobra.Command {
 
 func newBackupGetCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show one backup: its phase, storage, and what its deletion did so far",
+		Use:     "get NAME",
+		Aliases: []string{"describe"},
+		Short:   "Show one backup: its phase, storage, and what its deletion did so far (alias: describe)",
 		Example: `  lethe backup get nightly-0412
+  lethe backup describe nightly-0412
   lethe backup get nightly-0412 -o yaml`,
 		Args: exactArgs(1, "NAME"),
 	}
@@ -390,6 +393,10 @@ func (a *app) printBackup(v *backupView) {
 	}
 	if len(v.Labels) > 0 {
 		fmt.Fprintf(w, "Labels:     %s\n", joinMap(v.Labels))
+	}
+	if vi := v.Spec.Velero; vi != nil {
+		fmt.Fprintf(w, "Velero:     phase %s, storage location %s, namespaces %s (from %s)\n", cmp.Or(vi.Phase, "-"),
+			cmp.Or(vi.StorageLocation, "-"), cmp.Or(strings.Join(vi.IncludedNamespaces, ","), "*"), vi.MetadataKey)
 	}
 	if v.DueAt != nil {
 		fmt.Fprintf(w, "Deletion:   due %s; undo with: lethe backup undelete %s\n", v.DueAt.Local().Format(time.RFC3339), v.Name)

@@ -20,14 +20,24 @@ import (
 
 func newBackupDeleteCmd(a *app) *cobra.Command {
 	var dryRun, yes, force, abandon, noPlugins, async, wait bool
-	var delay string
+	var delay, selector string
 	var skipPlugins []string
+	var all bool
 	c := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a backup: run its plugins, then purge the tarball and the record",
+		Use:   "delete NAME... | -l SELECTOR | --all",
+		Short: "Delete backups: run their plugins, then purge what storage holds for them and the record",
 		Long: `Delete runs every matching plugin on every item of the backup's tarball, in
 alphanumeric order of the plugins' names, and purges the tarball and the
-catalog record only when every item is done or skipped.
+catalog record only when every item is done or skipped. The purge removes
+every file of the backup's folder backups/NAME/ in the storage (Velero's
+velero-backup.json first, so that Velero's own sync cannot bring the backup
+back, then the tarball, the logs and the other files Velero wrote).
+
+Several backups can be deleted at once, as with 'velero backup delete': name
+them, or select them with -l/--selector, or take every backup with --all.
+Each is checked and planned first, one confirmation covers them all, and
+then each is deleted in turn; one that fails does not stop the others.
+--confirm is the same as --yes.
 
 If the backup has a grace window (--deletion-delay at create, the annotation
 lethe.io/deletion-delay, or --deletion-delay here), the deletion is only
@@ -57,6 +67,11 @@ changed), 130 interrupted (progress is saved).`,
   lethe backup delete nightly-0412 --dry-run
   lethe backup delete nightly-0412 --yes
 
+  # Several at once, by name, by label or all of them (one confirmation)
+  lethe backup delete nightly-0412 nightly-0413
+  lethe backup delete -l app=shop --dry-run
+  lethe backup delete --all --confirm
+
   # Skip the grace window
   lethe backup delete nightly-0412 --yes --force
 
@@ -68,12 +83,14 @@ changed), 130 interrupted (progress is saved).`,
 
   # Let the daemon (lethe server) do the work
   lethe backup delete nightly-0412 --yes --async`,
-		Args: exactArgs(1, "NAME"),
 	}
 	out := outputFlag(c, "table")
 	f := c.Flags()
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan (items per plugin, samples, what is purged) and change nothing")
 	f.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (with --abandon: required without a terminal)")
+	f.BoolVar(&yes, "confirm", false, "the same as --yes (Velero's spelling)")
+	f.StringVarP(&selector, "selector", "l", "", "delete the backups with these labels, e.g. app=shop,env!=dev")
+	f.BoolVar(&all, "all", false, "delete every backup in the catalog")
 	f.BoolVar(&force, "force", false, "skip the grace window and delete now; nothing else")
 	f.BoolVar(&abandon, "abandon", false, "purge even if items are still failed or blocked after this run, or at a skipped plugin: they are abandoned (audited)")
 	f.StringArrayVar(&skipPlugins, "skip-plugin", nil, "run without this expected plugin, gone for good; its items are abandoned, so it needs --abandon (repeatable)")
@@ -84,10 +101,6 @@ changed), 130 interrupted (progress is saved).`,
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
-		}
-		name := args[0]
-		if err := backup.ValidateName(name); err != nil {
-			return usageError{err}
 		}
 		if len(skipPlugins) > 0 && !abandon {
 			return usageError{errors.New("--skip-plugin abandons the items that plugin would have received, so it needs --abandon")}
@@ -110,10 +123,28 @@ changed), 130 interrupted (progress is saved).`,
 			}
 			opts.Delay = &d
 		}
+		names, err := a.deleteTargets(ctx, args, selector, all)
+		if err != nil {
+			return err
+		}
+		if len(names) == 0 {
+			fmt.Fprintln(a.s.Err, "No backup matches; nothing deleted.")
+			if *out != "table" {
+				return printStructured(a.s.Out, *out, listView{Kind: kindList, Items: []any{}})
+			}
+			return nil
+		}
+		if abandon && (len(names) > 1 || len(args) != 1) {
+			return usageError{errors.New("--abandon takes one backup at a time, by NAME")}
+		}
 		del, err := a.deleter(ctx)
 		if err != nil {
 			return err
 		}
+		if len(names) > 1 || len(args) != 1 {
+			return a.deleteMany(ctx, del, names, opts, dryRun, yes, *out)
+		}
+		name := names[0]
 		if !dryRun && !opts.Async {
 			// Refuse before any question: nothing changes, exit 5.
 			if err := del.Check(ctx, name, opts); err != nil {
@@ -155,7 +186,7 @@ changed), 130 interrupted (progress is saved).`,
 			}
 			if dryRun {
 				if *out != "table" {
-					return printStructured(a.s.Out, *out, plan)
+					return printStructured(a.s.Out, *out, planView{Kind: kindDeletionPlan, Plan: plan})
 				}
 				a.printPlan(plan)
 				return nil
@@ -192,7 +223,7 @@ changed), 130 interrupted (progress is saved).`,
 			return deleteError(err)
 		}
 		if *out != "table" {
-			if err := printStructured(a.s.Out, *out, rep); err != nil {
+			if err := printStructured(a.s.Out, *out, newReportView(rep)); err != nil {
 				return err
 			}
 		} else {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -22,6 +23,7 @@ func newPluginCmd(a *app) *cobra.Command {
 }
 
 type lockView struct {
+	Kind   string `json:"kind"` // always "LockEntry"
 	Binary string `json:"binary"`
 	SHA256 string `json:"sha256"`
 	Change string `json:"change"` // new, changed, unchanged, removed
@@ -69,7 +71,7 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		}
 		views := []lockView{}
 		for _, name := range slices.Sorted(maps.Keys(next.Plugins)) {
-			v := lockView{Binary: name, SHA256: next.Plugins[name].SHA256, Change: "new"}
+			v := lockView{Kind: "LockEntry", Binary: name, SHA256: next.Plugins[name].SHA256, Change: "new"}
 			if old != nil {
 				if e, ok := old.Plugins[name]; ok {
 					v.Change = "unchanged"
@@ -83,7 +85,7 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		if old != nil {
 			for _, name := range slices.Sorted(maps.Keys(old.Plugins)) {
 				if _, ok := next.Plugins[name]; !ok {
-					views = append(views, lockView{Binary: name, SHA256: old.Plugins[name].SHA256, Change: "removed"})
+					views = append(views, lockView{Kind: "LockEntry", Binary: name, SHA256: old.Plugins[name].SHA256, Change: "removed"})
 				}
 			}
 		}
@@ -102,15 +104,30 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		} else {
 			fmt.Fprintf(a.s.Out, "wrote %s: %d binaries pinned\n", lockPath, len(next.Plugins))
 		}
+		// The Velero plugin folder has a lock file of its own, in it.
+		if _, err := os.Stat(a.g.veleroPluginDir); err == nil {
+			vlock := pluginhost.DefaultLockFile(a.g.veleroPluginDir)
+			if dryRun {
+				fmt.Fprintf(a.s.Out, "dry run: %s (Velero plugins) not written\n", vlock)
+			} else {
+				vl, err := pluginhost.WriteLock(a.g.veleroPluginDir, vlock)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.s.Out, "wrote %s: %d Velero plugin binaries pinned\n", vlock, len(vl.Plugins))
+			}
+		}
 		return nil
 	}
 	return c
 }
 
 type pluginView struct {
+	Kind            string `json:"kind"` // always "Plugin"
 	Name            string `json:"name"`
 	Binary          string `json:"binary"`
 	ProtocolVersion int    `json:"protocolVersion"`
+	Protocol        string `json:"protocol"` // lethe, or velero for an unmodified Velero plugin
 	Version         string `json:"version"`
 	Selector        string `json:"selector"`
 	MaxConcurrency  int    `json:"maxConcurrency"`
@@ -147,7 +164,8 @@ plain text are shown quoted.`,
 		views := []pluginView{}
 		for _, in := range h.Plugins() {
 			views = append(views, pluginView{
-				Name: in.Name, Binary: in.Binary, ProtocolVersion: in.ProtocolVersion, Version: in.Version,
+				Kind: "Plugin",
+				Name: in.Name, Binary: in.Binary, ProtocolVersion: in.ProtocolVersion, Protocol: in.Protocol, Version: in.Version,
 				Selector: in.Selector.String(), MaxConcurrency: in.MaxConcurrency,
 				Checksum: in.Checksum, ChecksumStatus: in.ChecksumStatus,
 			})
@@ -178,7 +196,7 @@ plain text are shown quoted.`,
 			// Everything here came from a plugin or the file system:
 			// quoted when it is not plain text, so an escape sequence can
 			// not hide or rewrite a line.
-			t.row(pluginhost.Quote(v.Name), pluginhost.Quote(v.Version), fmt.Sprint(v.ProtocolVersion), pluginhost.Quote(v.Selector), v.ChecksumStatus+" "+shortDigest(v.Checksum), pluginhost.Quote(v.Binary))
+			t.row(pluginhost.Quote(v.Name), pluginhost.Quote(v.Version), v.Protocol+"/"+fmt.Sprint(v.ProtocolVersion), pluginhost.Quote(v.Selector), v.ChecksumStatus+" "+shortDigest(v.Checksum), pluginhost.Quote(v.Binary))
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -20,11 +20,16 @@ type globals struct {
 	// pluginDirDefault: pluginDir is <home>/plugins, not given by a flag
 	// or LETHE_PLUGIN_DIR; only then is a missing folder created.
 	pluginDirDefault bool
-	store            string
-	storage          string
-	logLevel         string
-	logFormat        string
-	config           string
+	// veleroPluginDir holds unmodified Velero DeleteItemAction plugins;
+	// veleroPluginDirDefault: it is <home>/velero-plugins, which may be
+	// absent (no Velero plugins), while a folder given must exist.
+	veleroPluginDir        string
+	veleroPluginDirDefault bool
+	store                  string
+	storage                string
+	logLevel               string
+	logFormat              string
+	config                 string
 
 	itemTimeout    string
 	pluginTimeouts []string
@@ -42,8 +47,9 @@ func newRoot(s Streams, aborts *abortHooks) (*cobra.Command, *app) {
 	g := &globals{}
 	a := &app{s: s, g: g, aborts: aborts}
 	root := &cobra.Command{
-		Use:   "lethe",
-		Short: "Delete backups, and everything they created outside, safely",
+		Use:     "lethe",
+		Version: Version,
+		Short:   "Delete backups, and everything they created outside, safely",
 		Long: `Lethe deletes backups and everything they created outside them: cloud
 snapshots, object-store copies, database dumps. Plugins do the outside work;
 Lethe runs them out of process, in alphanumeric order of their names, and
@@ -70,6 +76,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.home, "home", "", "Lethe's home folder (env LETHE_HOME; default $XDG_DATA_HOME/lethe or ~/.local/share/lethe)")
 	pf.StringVar(&g.pluginDir, "plugin-dir", "", "folder of plugin binaries (env LETHE_PLUGIN_DIR; default <home>/plugins)")
+	pf.StringVar(&g.veleroPluginDir, "velero-plugin-dir", "", "folder of unmodified Velero DeleteItemAction plugin binaries, run beside Lethe's (env LETHE_VELERO_PLUGIN_DIR; default <home>/velero-plugins, if it exists)")
 	pf.StringVar(&g.store, "store", "", "catalog URL: sqlite:///path/to.db or postgres://... (env LETHE_STORE; default sqlite://<home>/lethe.db)")
 	pf.StringVar(&g.storage, "storage", "", "backup storage URL: file:///dir or s3://bucket/prefix?endpoint=... (env LETHE_STORAGE; default file://<home>/storage)")
 	pf.StringVar(&g.config, "config", "", "config `FILE` holding settings under their flag names; flags, then environment variables, win over it (env LETHE_CONFIG; default <home>/config.yaml, if present)")
@@ -85,7 +92,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 		return applyConfig(root, cmd, s.Getenv)
 	}
 	root.Version = version()
-	root.SetVersionTemplate("lethe {{.Version}}\n")
+	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ")\n")
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
 		newApplyCmd(a), newDeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a))
 	return root, a
@@ -115,6 +122,7 @@ func (g *globals) resolve(getenv func(string) string) error {
 	}
 	pick(&g.home, "LETHE_HOME")
 	pick(&g.pluginDir, "LETHE_PLUGIN_DIR")
+	pick(&g.veleroPluginDir, "LETHE_VELERO_PLUGIN_DIR")
 	pick(&g.store, "LETHE_STORE")
 	pick(&g.storage, "LETHE_STORAGE")
 	pick(&g.logLevel, "LETHE_LOG_LEVEL")
@@ -177,6 +185,10 @@ func (g *globals) resolve(getenv func(string) string) error {
 	if g.pluginDir == "" {
 		g.pluginDirDefault = true
 		g.pluginDir = filepath.Join(g.home, "plugins")
+	}
+	if g.veleroPluginDir == "" {
+		g.veleroPluginDirDefault = true
+		g.veleroPluginDir = filepath.Join(g.home, "velero-plugins")
 	}
 	if g.store == "" {
 		g.store = "sqlite://" + filepath.Join(g.home, "lethe.db")

@@ -13,8 +13,13 @@ func newBackupSyncCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "sync",
 		Short: "Import backups that exist in storage but not in the catalog",
-		Long: `Sync lists the tarballs in the backup storage (backups/<name>/<name>.tar.gz
-or .tar.zst) and records every one the catalog does not know. It never
+		Long: `Sync lists the backup folders in the backup storage (backups/<name>/, with
+<name>.tar.gz or .tar.zst) and records every one the catalog does not know.
+The storage may be a Velero backup storage location: from each folder's
+velero-backup.json, sync records the labels, creation time, TTL and
+expiration, phase, storage location and included namespaces. A tarball
+without velero-backup.json is imported with a warning; a folder whose
+velero-backup.json cannot be read is rejected. It never
 re-imports a backup whose deletion is scheduled or running, nor one that was
 purged (its tombstone remains): a deleted backup does not come back. Each
 tarball is validated before it is imported; a hostile one is reported and
@@ -49,7 +54,11 @@ refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 		}
 		t := newTable(a.s.Out, "NAME", "ACTION", "ITEMS", "REASON")
 		for _, r := range results {
-			t.row(r.Name, r.Action, fmt.Sprint(r.Items), r.Reason)
+			reason := r.Reason
+			if r.Warning != "" {
+				reason = "warning: " + r.Warning
+			}
+			t.row(r.Name, r.Action, fmt.Sprint(r.Items), reason)
 		}
 		return t.flush()
 	}

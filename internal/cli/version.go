@@ -24,7 +24,7 @@ func newVersionCmd(a *app) *cobra.Command {
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
-		v := map[string]any{"version": version(), "pluginProtocol": plugin.ProtocolVersion, "go": runtime.Version()}
+		v := map[string]any{"kind": "Version", "version": version(), "pluginProtocol": plugin.ProtocolVersion, "go": runtime.Version()}
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			for _, s := range bi.Settings {
 				if s.Key == "vcs.revision" {

@@ -157,6 +157,8 @@ type testHooks struct {
 	renewTick   <-chan time.Time
 	settled     func(ordinal int64)
 	feederWaits func(ordinal, watermark int64)
+	// beforePurgeKey is called before each storage key a purge deletes.
+	beforePurgeKey func(key string)
 }
 
 // New returns a Deleter.

@@ -10,9 +10,11 @@ type TestHooks struct {
 	Settled func(ordinal int64)
 	// FeederWaits is called when the window holds the feeder back.
 	FeederWaits func(ordinal, watermark int64)
+	// BeforePurgeKey is called before each storage key a purge deletes.
+	BeforePurgeKey func(key string)
 }
 
 // SetTestHooks installs h on d; call it before d runs anything.
 func SetTestHooks(d *Deleter, h TestHooks) {
-	d.hooks = testHooks{renewTick: h.RenewTick, settled: h.Settled, feederWaits: h.FeederWaits}
+	d.hooks = testHooks{renewTick: h.RenewTick, settled: h.Settled, feederWaits: h.FeederWaits, beforePurgeKey: h.BeforePurgeKey}
 }

@@ -78,6 +78,9 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		"tarball " + d.tarballURL(ctx, b),
 		"catalog record " + r.Key().String() + " (a tombstone and the audit log remain)",
 	}
+	if f := planFolder(b); f != "" {
+		p.Purge[0] += ", and " + f
+	}
 	if r.Phase == catalog.PhaseActive && !opts.Force {
 		var delay time.Duration
 		if opts.Delay != nil {

@@ -362,13 +362,11 @@ func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts
 	if err := d.checkFence(ctx); err != nil {
 		return nil, fmt.Errorf("backup %s: not removing the tarball: %w", r.Name, err)
 	}
-	tarballGone := false
-	if err := bl.Delete(ctx, b.Spec.StorageKey); errors.Is(err, blobstore.ErrNotFound) {
-		tarballGone = true
-	} else if err != nil {
-		return nil, fmt.Errorf("backup %s: removing tarball %s: %w", r.Name, location, err)
+	tarballGone, removed, err := d.purgeFolder(ctx, bl, b)
+	if err != nil {
+		return nil, err
 	}
-	info := map[string]any{"tarball": location, "items": rep.TotalItems, "counts": rep.Counts}
+	info := map[string]any{"tarball": location, "items": rep.TotalItems, "counts": rep.Counts, "removedKeys": removed}
 	skipped := d.auditCoverage(b, rep, opts, info)
 	reason := cmp.Or(opts.Reason, "every item done or skipped")
 	if rep.Forced {
@@ -397,6 +395,7 @@ func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts
 	if tarballGone {
 		rep.Purged[0] = "no tarball (" + location + " was already gone)"
 	}
+	rep.Purged = append(rep.Purged, purgedOthers(bl, b, removed)...)
 	return rep, nil
 }
 

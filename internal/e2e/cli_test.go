@@ -63,7 +63,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"backup", "undelete", "good"}, 1, "no deletion scheduled"},
 		{[]string{"backup", "delete", "good"}, 2, "pass --yes"},
 		{[]string{"backup", "delete", "good", "--yes", "--deletion-delay", "soon"}, 2, "--deletion-delay"},
-		{[]string{"backup", "delete", "good", "bad", "--yes"}, 2, "NAME"},
+		// Several names (issue 14): all are resolved before anything changes.
+		{[]string{"backup", "delete", "good", "bad", "--yes"}, 4, `backup "bad" not found`},
+		{[]string{"backup", "delete", "--yes"}, 2, "NAME..., -l/--selector SELECTOR or --all"},
+		{[]string{"backup", "delete", "good", "--all", "--yes"}, 2, "cannot be combined"},
 		{[]string{"backup", "get"}, 2, "NAME"},
 		{[]string{"--log-level", "loud", "backup", "list"}, 2, "--log-level"},
 	}

@@ -14,6 +14,7 @@ type Info struct {
 	Name            string // full name, "<dns-subdomain>/<name>"
 	Binary          string // absolute path of the executable
 	ProtocolVersion int
+	Protocol        string // ProtocolLethe, or ProtocolVelero for an unmodified Velero plugin
 	Version         string // what the plugin reports
 	Selector        plugin.ResourceSelector
 	Matcher         *plugin.Matcher

@@ -125,6 +125,14 @@ type Config struct {
 	// StderrTailLines is how many of a binary's last stderr lines are kept
 	// and quoted when it is given up on (default 20).
 	StderrTailLines int
+
+	// VeleroDir, when set, is a folder of unmodified Velero
+	// DeleteItemAction plugin binaries, run beside Lethe's own (see
+	// velero.go) under the same rules: a missing folder is an error, a
+	// lock file (VeleroLockFile, default VeleroDir/lethe-plugins.lock)
+	// pins them, PluginEnv configures them by file name.
+	VeleroDir      string
+	VeleroLockFile string
 }
 
 func (c *Config) withDefaults() *Config {
@@ -140,6 +148,9 @@ func (c *Config) withDefaults() *Config {
 	out.StderrTailLines = cmp.Or(c.StderrTailLines, StderrTailLinesDefault)
 	if out.Dir != "" {
 		out.LockFile = cmp.Or(c.LockFile, DefaultLockFile(c.Dir))
+	}
+	if out.VeleroDir != "" {
+		out.VeleroLockFile = cmp.Or(c.VeleroLockFile, DefaultLockFile(c.VeleroDir))
 	}
 	return &out
 }
@@ -293,7 +304,12 @@ func New(cfg *Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	vdir, err := h.listVelero()
+	if err != nil {
+		return nil, err
+	}
 	installed := slices.Clone(entries)
+	installed = append(installed, vdir.installed...)
 	for _, p := range refused {
 		installed = append(installed, binEntry{path: p.Binary, exe: p.Binary})
 	}
@@ -315,7 +331,7 @@ func New(cfg *Config) (*Host, error) {
 			return nil, &LockedBinaryMissingError{Name: missing[0], More: missing[1:], Dir: c.Dir, Lock: c.LockFile}
 		}
 	}
-	h.problems = refused
+	h.problems = append(refused, vdir.problems...)
 	if c.SocketDir != "" {
 		h.socketDir = c.SocketDir
 	} else {
@@ -346,6 +362,7 @@ func New(cfg *Config) (*Host, error) {
 		}
 		bins = append(bins, b)
 	}
+	bins = append(bins, h.veleroBinaries(vdir)...)
 	h.discover(bins)
 	for _, p := range h.problems {
 		h.logger.Info("plugin binary refused; its plugins are not loaded", "binary", p.Binary, "plugins", p.Names, "error", p.Err)
@@ -547,11 +564,15 @@ func (b *binary) describe(ctx context.Context, p *proc) ([]Info, error) {
 			Name:            name,
 			Binary:          b.path,
 			ProtocolVersion: p.protocol,
+			Protocol:        ProtocolLethe,
 			Version:         d.GetVersion(),
 			Selector:        sel,
 			Matcher:         m,
 			MaxConcurrency:  int(cmp.Or(d.GetMaxConcurrency(), uint32(plugin.DefaultMaxConcurrency))),
 			ChecksumStatus:  ChecksumUnlocked,
+		}
+		if b.velero {
+			info.Protocol = ProtocolVelero
 		}
 		if b.checksum != "" {
 			info.Checksum = b.checksum

@@ -32,6 +32,7 @@ type binary struct {
 	checksum string   // from the lock file; "" without one
 	env      []string // baseEnv: what the process starts from
 	tail     *tail    // last stderr lines, across restarts
+	velero   bool     // an unmodified Velero plugin (velero.go)
 
 	mu        sync.Mutex
 	display   string   // how logs name it: its plugin names
@@ -88,7 +89,12 @@ func (b *binary) start() (*proc, error) {
 	cmd.Env = append(slices.Clone(b.env), goplugin.EnvUnixSocketDir+"="+b.h.pluginSoc)
 	var tlsConfig *tls.Config
 	var pm *plugin.PluginMTLS
-	if b.h.mtls != nil {
+	handshake, versioned, dispense := plugin.Handshake, plugin.VersionedPlugins(), plugin.PluginSetKey
+	if b.velero {
+		// Velero's framework knows go-plugin's AutoMTLS, not Lethe's.
+		handshake, versioned, dispense = veleroHandshake, veleroPlugins(), veleroPluginSetKey
+	}
+	if b.h.mtls != nil && !b.velero {
 		var err error
 		if pm, err = b.h.mtls.ForPlugin(); err != nil {
 			return nil, fmt.Errorf("plugin binary %s: mTLS: %w", b.path, err)
@@ -102,12 +108,12 @@ func (b *binary) start() (*proc, error) {
 	logger := cfg.Logger.Named("plugin")
 	lines := lineNamer{Logger: logger, b: b}
 	client := goplugin.NewClient(&goplugin.ClientConfig{
-		HandshakeConfig:  plugin.Handshake,
-		VersionedPlugins: plugin.VersionedPlugins(),
+		HandshakeConfig:  handshake,
+		VersionedPlugins: versioned,
 		Cmd:              cmd,
 		SkipHostEnv:      true,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
-		AutoMTLS:         !cfg.DisableAutoMTLS && cfg.GoPluginAutoMTLS,
+		AutoMTLS:         !cfg.DisableAutoMTLS && (cfg.GoPluginAutoMTLS || b.velero),
 		TLSConfig:        tlsConfig,
 		StartTimeout:     cfg.StartTimeout,
 		Logger:           pluginLogger{Logger: logger, b: b},
@@ -139,7 +145,7 @@ func (b *binary) start() (*proc, error) {
 		p.kill(false)
 		return nil, b.startError(err)
 	}
-	raw, err := rpc.Dispense(plugin.PluginSetKey)
+	raw, err := rpc.Dispense(dispense)
 	if err != nil {
 		p.kill(false)
 		return nil, fmt.Errorf("plugin binary %s: %w", b.path, err)
@@ -187,7 +193,11 @@ func (b *binary) image() (*os.File, error) {
 	}
 	if sum != b.checksum {
 		img.Close()
-		return nil, fmt.Errorf("plugin binary %s does not match its sha256 in the lock file %s; refusing to run it (if you trust the new binary, run `lethe plugin lock`)", b.path, b.h.cfg.LockFile)
+		lock := b.h.cfg.LockFile
+		if b.velero {
+			lock = b.h.cfg.VeleroLockFile
+		}
+		return nil, fmt.Errorf("plugin binary %s does not match its sha256 in the lock file %s; refusing to run it (if you trust the new binary, run `lethe plugin lock`)", b.path, lock)
 	}
 	b.mu.Lock()
 	b.img = img

@@ -270,7 +270,7 @@ func TestRegistrationRefusesWithPluginProblems(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	res, err := reg.Sync(e.Ctx, registry.SyncOptions{DryRun: true})
 	require.NoError(t, err)
-	require.Equal(t, []registry.SyncResult{{Name: "found", Action: registry.SyncWouldImport, Items: 9}}, res)
+	require.Equal(t, []registry.SyncResult{{Kind: registry.SyncResultKind, Name: "found", Action: registry.SyncWouldImport, Items: 9, Warning: registry.WarningNoMetadata}}, res)
 	_, err = e.Store.Get(e.Ctx, backup.Key("found"))
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 }

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/velero"
 )
 
 // Sync actions.
@@ -18,13 +23,20 @@ const (
 	SyncRejected    = "rejected"
 )
 
-// SyncResult is one tarball's fate in a sync.
+// SyncResult is one backup folder's fate in a sync.
 type SyncResult struct {
+	Kind   string `json:"kind"` // always "SyncResult"
 	Name   string `json:"name"`
 	Action string `json:"action"` // imported, would-import, skipped, rejected
 	Reason string `json:"reason,omitempty"`
-	Items  int64  `json:"items,omitempty"`
+	// Warning is set on an import that lacks something, e.g. a tarball
+	// without velero-backup.json.
+	Warning string `json:"warning,omitempty"`
+	Items   int64  `json:"items,omitempty"`
 }
+
+// SyncResultKind is SyncResult.Kind.
+const SyncResultKind = "SyncResult"
 
 // SyncOptions tune Sync.
 type SyncOptions struct {
@@ -35,12 +47,32 @@ type SyncOptions struct {
 // AnnotationImportedFrom records the storage key a sync imported.
 const AnnotationImportedFrom = "lethe.io/imported-from"
 
-// Sync imports the backup tarballs found in storage that the catalog does
-// not know. The sync filter: a backup in the catalog is never touched,
-// whatever its phase (a deletion pending is never undone by a sync), and
-// one that was purged (its tombstone remains) is never re-imported.
-// Each tarball is validated, and its expected plugins recorded, in one
-// pass; a hostile one is reported as rejected and skipped.
+// WarningNoMetadata is SyncResult.Warning for a tarball imported without
+// a velero-backup.json beside it.
+const WarningNoMetadata = "no " + velero.MetadataFile + " beside the tarball: imported without Velero's labels, creation time and TTL"
+
+// folder is what a listing found in one backups/<name>/ folder.
+type folder struct {
+	name     string
+	tarball  *blobstore.Attributes
+	metadata *blobstore.Attributes
+}
+
+// Sync imports the backups found in storage that the catalog does not
+// know. Storage is a Velero backup storage location, or a Lethe one laid
+// out the same way: each backups/<name>/ folder holds the tarball
+// (<name>.tar.gz, or .tar.zst) and, when Velero wrote it,
+// velero-backup.json, whose labels, creation time, TTL and expiration,
+// phase, storage location and included namespaces are recorded.
+//
+// The sync filter: a backup in the catalog is never touched, whatever its
+// phase (a deletion pending is never undone by a sync), and one that was
+// purged (its tombstone remains) is never re-imported. Each tarball is
+// validated, and its expected plugins recorded, in one pass; a hostile
+// one is reported as rejected, and so is a folder whose velero-backup.json
+// cannot be read. A tarball without velero-backup.json is imported with a
+// warning; a folder without a tarball is skipped (a failed Velero backup,
+// or what a purge interrupted by a crash left).
 //
 // While some plugin binary cannot be loaded, Sync imports nothing (see
 // PluginProblemsError); a dry run still reports.
@@ -50,17 +82,41 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 			return nil, err
 		}
 	}
-	objs, err := g.cfg.Blobs.List(ctx, "backups/")
+	objs, err := g.cfg.Blobs.List(ctx, velero.BackupsDir)
 	if err != nil {
 		return nil, err
 	}
-	results := []SyncResult{}
-	for _, o := range objs {
-		name, ok := backup.NameFromStorageKey(o.Key)
+	folders := map[string]*folder{}
+	var names []string
+	for i := range objs {
+		o := &objs[i]
+		name, file, ok := velero.SplitKey(o.Key)
 		if !ok {
 			continue
 		}
-		res := SyncResult{Name: name}
+		f := folders[name]
+		if f == nil {
+			f = &folder{name: name}
+			folders[name] = f
+			names = append(names, name)
+		}
+		switch {
+		case file == velero.MetadataFile:
+			f.metadata = o
+		case file == name+backup.ExtGzip, file == name+backup.ExtZstd:
+			if f.tarball == nil || file == name+backup.ExtGzip {
+				f.tarball = o
+			}
+		}
+	}
+	slices.Sort(names)
+	results := []SyncResult{}
+	for _, name := range names {
+		f := folders[name]
+		if f.tarball == nil && f.metadata == nil {
+			continue // only sibling files: not a backup of its own
+		}
+		res := SyncResult{Kind: SyncResultKind, Name: name}
 		skip, err := g.syncFilter(ctx, name)
 		if err != nil {
 			return nil, err
@@ -70,8 +126,10 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 			res.Action, res.Reason = SyncSkipped, skip
 		case backup.ValidateNewName(name) != nil:
 			res.Action, res.Reason = SyncRejected, backup.ValidateNewName(name).Error()
+		case f.tarball == nil:
+			res.Action, res.Reason = SyncSkipped, "no tarball beside "+velero.MetadataFile+" (a failed Velero backup, or an interrupted purge)"
 		default:
-			if err := g.importOne(ctx, o.Key, o.Size, &res, opts); err != nil {
+			if err := g.importOne(ctx, f, &res, opts); err != nil {
 				return nil, err
 			}
 		}
@@ -110,7 +168,19 @@ func (g *Registry) syncFilter(ctx context.Context, name string) (string, error) 
 	}
 }
 
-func (g *Registry) importOne(ctx context.Context, key string, size int64, res *SyncResult, opts SyncOptions) error {
+func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, opts SyncOptions) error {
+	var meta *velero.Backup
+	if f.metadata != nil {
+		m, err := g.readMetadata(ctx, f)
+		if err != nil {
+			res.Action, res.Reason = SyncRejected, err.Error()
+			return nil
+		}
+		meta = m
+	} else {
+		res.Warning = WarningNoMetadata
+	}
+	key, size := f.tarball.Key, f.tarball.Size
 	rc, err := g.cfg.Blobs.Open(ctx, key)
 	if err != nil {
 		return err
@@ -130,6 +200,9 @@ func (g *Registry) importOne(ctx context.Context, key string, size int64, res *S
 		Resource: &catalog.Resource{Kind: backup.Kind, Name: res.Name, Annotations: map[string]string{AnnotationImportedFrom: key}},
 		Spec:     g.spec(key, size, sc),
 	}
+	if meta != nil {
+		applyMetadata(b, meta, f.metadata.Key)
+	}
 	if err := b.Encode(); err != nil {
 		return err
 	}
@@ -141,4 +214,53 @@ func (g *Registry) importOne(ctx context.Context, key string, size int64, res *S
 	}
 	res.Action = SyncImported
 	return nil
+}
+
+// readMetadata reads and checks a folder's velero-backup.json; the error
+// says why it cannot be used, for the report.
+func (g *Registry) readMetadata(ctx context.Context, f *folder) (*velero.Backup, error) {
+	if f.metadata.Size > velero.MaxMetadataSize {
+		return nil, fmt.Errorf("%s is larger than %d bytes", velero.MetadataFile, velero.MaxMetadataSize)
+	}
+	rc, err := g.cfg.Blobs.Open(ctx, f.metadata.Key)
+	if err != nil {
+		return nil, fmt.Errorf("%s unreadable: %w", velero.MetadataFile, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, velero.MaxMetadataSize+1))
+	rc.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s unreadable: %w", velero.MetadataFile, err)
+	}
+	m, err := velero.ParseBackup(data, f.name)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Metadata.Labels)) {
+		if err := backup.ValidateLabel(k, m.Metadata.Labels[k]); err != nil {
+			return nil, fmt.Errorf("%s: metadata.labels: %w", velero.MetadataFile, err)
+		}
+	}
+	return m, nil
+}
+
+// applyMetadata records what velero-backup.json says of the backup.
+func applyMetadata(b *backup.Backup, m *velero.Backup, key string) {
+	if len(m.Metadata.Labels) > 0 {
+		b.Resource.Labels = maps.Clone(m.Metadata.Labels)
+	}
+	if c := m.CreatedAt(); !c.IsZero() {
+		b.Spec.CreatedAt = &c
+	}
+	ttl, _ := m.TTL() // ParseBackup checked it
+	b.Spec.TTL = backup.Duration(ttl)
+	if e := m.ExpiresAt(); !e.IsZero() {
+		b.Spec.ExpiresAt = &e
+	}
+	b.Spec.Velero = &backup.VeleroInfo{
+		MetadataKey:        key,
+		StorageLocation:    m.Spec.StorageLocation,
+		Phase:              m.Status.Phase,
+		IncludedNamespaces: m.Spec.IncludedNamespaces,
+		UID:                m.Metadata.UID,
+	}
 }

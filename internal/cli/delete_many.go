@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
+)
+
+// Kinds of the structured output of backup delete.
+const (
+	kindDeletionReport = "DeletionReport"
+	kindDeletionPlan   = "DeletionPlan"
+	kindList           = "List"
+)
+
+// reportView is the JSON and YAML shape of a deletion's report: camelCase,
+// with kind, and no zero times.
+type reportView struct {
+	Kind           string                           `json:"kind"`
+	Backup         string                           `json:"backup"`
+	Result         deletion.Result                  `json:"result"`
+	DueAt          *time.Time                       `json:"dueAt,omitempty"`
+	TotalItems     int64                            `json:"totalItems"`
+	Counts         map[string]catalog.OutcomeCount  `json:"counts,omitempty"`
+	Unsettled      []catalog.ItemOutcome            `json:"unsettled,omitempty"`
+	UnsettledCount int                              `json:"unsettledCount"`
+	NotSent        int64                            `json:"notSent,omitempty"`
+	TarballProblem string                           `json:"tarballProblem,omitempty"`
+	Purged         []string                         `json:"purged,omitempty"`
+	Forced         bool                             `json:"forced,omitempty"`
+	Skipped        map[string]backup.ExpectedPlugin `json:"skipped,omitempty"`
+	// Error is set, in a list, for a backup whose deletion failed.
+	Error string `json:"error,omitempty"`
+}
+
+func newReportView(r *deletion.Report) *reportView {
+	v := &reportView{
+		Kind: kindDeletionReport, Backup: r.Backup, Result: r.Result, TotalItems: r.TotalItems,
+		Counts: r.Counts, Unsettled: r.Unsettled, UnsettledCount: r.UnsettledCount, NotSent: r.NotSent,
+		TarballProblem: r.TarballProblem, Purged: r.Purged, Forced: r.Forced, Skipped: r.Skipped,
+	}
+	if !r.DueAt.IsZero() {
+		due := r.DueAt
+		v.DueAt = &due
+	}
+	return v
+}
+
+// planView is a plan with its kind.
+type planView struct {
+	Kind string `json:"kind"`
+	*deletion.Plan
+}
+
+// listView is a list of results, with its kind.
+type listView struct {
+	Kind  string `json:"kind"`
+	Items []any  `json:"items"`
+}
+
+// deleteTargets resolves the backups a delete names: NAMEs (each must
+// exist), a label selector, or --all. Nothing changes.
+func (a *app) deleteTargets(ctx context.Context, names []string, selector string, all bool) ([]string, error) {
+	sources := 0
+	for _, set := range []bool{len(names) > 0, selector != "", all} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		return nil, usageError{errors.New("name the backups to delete: NAME..., -l/--selector SELECTOR or --all")}
+	case sources > 1:
+		return nil, usageError{errors.New("NAME..., --selector and --all cannot be combined: choose one")}
+	}
+	for _, n := range names {
+		if err := backup.ValidateName(n); err != nil {
+			return nil, usageError{err}
+		}
+	}
+	st, err := a.catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) > 0 {
+		var out []string
+		for _, n := range names {
+			if slices.Contains(out, n) {
+				continue
+			}
+			if _, err := backup.Get(ctx, st, backup.Key(n)); err != nil {
+				return nil, err
+			}
+			out = append(out, n)
+		}
+		return out, nil
+	}
+	rs, err := listAll(ctx, st, catalog.ListOptions{Kind: backup.Kind, LabelSelector: selector})
+	if err != nil {
+		if selector != "" {
+			return nil, usageError{fmt.Errorf("--selector %q: %w", selector, err)}
+		}
+		return nil, err
+	}
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Name)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// deleteMany deletes several backups with one plan and one confirmation:
+// every backup is checked and planned before anything changes, and each
+// is then deleted in turn; one that fails does not stop the others.
+func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []string, opts deletion.Options, dryRun, yes bool, out string) error {
+	if !dryRun && !opts.Async {
+		for _, n := range names {
+			if err := del.Check(ctx, n, opts); err != nil {
+				return deleteError(fmt.Errorf("backup %s: %w", n, err))
+			}
+		}
+	}
+	var plans []*deletion.Plan
+	var total int64
+	if dryRun || !yes {
+		if a.s.InteractiveErr {
+			fmt.Fprintf(a.s.Err, "Reading %d backups to plan their deletion...\n", len(names))
+		}
+		for _, n := range names {
+			p, err := del.Plan(ctx, n, opts)
+			if err != nil {
+				return fmt.Errorf("backup %s: %w", n, err)
+			}
+			plans = append(plans, p)
+			total += p.TotalItems
+		}
+	}
+	if dryRun {
+		if out != "table" {
+			l := listView{Kind: kindList, Items: []any{}}
+			for _, p := range plans {
+				l.Items = append(l.Items, planView{Kind: kindDeletionPlan, Plan: p})
+			}
+			return printStructured(a.s.Out, out, l)
+		}
+		for i, p := range plans {
+			if i > 0 {
+				fmt.Fprintln(a.s.Out)
+			}
+			a.printPlan(p)
+		}
+		return nil
+	}
+	if !yes {
+		var rejected []string
+		for _, p := range plans {
+			if p.Rejected != "" {
+				rejected = append(rejected, p.Backup+": "+p.Rejected)
+			}
+		}
+		if len(rejected) > 0 {
+			return errors.New("nothing deleted: " + strings.Join(rejected, "; "))
+		}
+		ok, err := a.confirm(fmt.Sprintf("Delete %d backups (%s; %d items in all)?", len(names), strings.Join(names, ", "), total))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			fmt.Fprintln(a.s.Err, "Nothing deleted.")
+			return nil
+		}
+	}
+	var errs []error
+	incomplete := false
+	l := listView{Kind: kindList, Items: []any{}}
+	for i, n := range names {
+		var items int64
+		if plans != nil {
+			items = plans[i].TotalItems
+		}
+		bar := a.newProgress(items)
+		o := opts
+		o.Progress = bar.update
+		rep, err := del.Delete(ctx, n, o)
+		bar.finish()
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("backup %s: %w", n, deleteError(err)))
+			if out != "table" {
+				l.Items = append(l.Items, &reportView{Kind: kindDeletionReport, Backup: n, Error: err.Error()})
+			} else {
+				fmt.Fprintf(a.s.Err, "backup %s: %v\n", n, err)
+			}
+			continue
+		}
+		if out != "table" {
+			l.Items = append(l.Items, newReportView(rep))
+		} else {
+			a.printReport(rep)
+		}
+		incomplete = incomplete || rep.Result == deletion.ResultIncomplete
+	}
+	if out != "table" {
+		if err := printStructured(a.s.Out, out, l); err != nil {
+			return err
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if incomplete {
+		return errIncomplete
+	}
+	return nil
+}

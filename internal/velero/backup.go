@@ -1,0 +1,180 @@
+package velero
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// APIVersion and BackupKind identify a Velero Backup object.
+const (
+	APIVersion = "velero.io/v1"
+	BackupKind = "Backup"
+)
+
+// MaxMetadataSize caps the size of a velero-backup.json Lethe reads: a
+// real one is a few KiB.
+const MaxMetadataSize = 4 << 20
+
+// Backup is the part of a velero.io/v1 Backup object (velero-backup.json)
+// that Lethe reads. Field names and JSON tags follow Velero's
+// pkg/apis/velero/v1/backup_types.go.
+type Backup struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Metadata   ObjectMeta `json:"metadata"`
+	Spec       BackupSpec `json:"spec"`
+	Status     BackupStat `json:"status"`
+}
+
+// ObjectMeta is the part of Kubernetes' ObjectMeta that Lethe reads.
+type ObjectMeta struct {
+	Name              string            `json:"name"`
+	Namespace         string            `json:"namespace,omitempty"`
+	UID               string            `json:"uid,omitempty"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	Annotations       map[string]string `json:"annotations,omitempty"`
+	CreationTimestamp *time.Time        `json:"creationTimestamp,omitempty"`
+}
+
+// BackupSpec is the part of Velero's BackupSpec that Lethe reads.
+type BackupSpec struct {
+	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+	// TTL is a Go duration string ("720h0m0s"), as metav1.Duration
+	// marshals it.
+	TTL             string `json:"ttl,omitempty"`
+	StorageLocation string `json:"storageLocation,omitempty"`
+}
+
+// BackupStat is the part of Velero's BackupStatus that Lethe reads.
+type BackupStat struct {
+	Version             int             `json:"version,omitempty"`
+	FormatVersion       string          `json:"formatVersion,omitempty"`
+	Expiration          *time.Time      `json:"expiration,omitempty"`
+	Phase               string          `json:"phase,omitempty"`
+	StartTimestamp      *time.Time      `json:"startTimestamp,omitempty"`
+	CompletionTimestamp *time.Time      `json:"completionTimestamp,omitempty"`
+	Progress            *BackupProgress `json:"progress,omitempty"`
+}
+
+// BackupProgress is Velero's BackupProgress.
+type BackupProgress struct {
+	TotalItems    int `json:"totalItems,omitempty"`
+	ItemsBackedUp int `json:"itemsBackedUp,omitempty"`
+}
+
+// ParseBackup reads a velero-backup.json found in the folder of the
+// backup named name. It refuses anything that is not a velero.io/v1
+// Backup of that name, and a TTL that is not a duration.
+func ParseBackup(data []byte, name string) (*Backup, error) {
+	if len(data) > MaxMetadataSize {
+		return nil, fmt.Errorf("%s is larger than %d bytes", MetadataFile, MaxMetadataSize)
+	}
+	var b Backup
+	if err := json.Unmarshal(data, &b); err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %w", MetadataFile, err)
+	}
+	switch {
+	case b.APIVersion != APIVersion || b.Kind != BackupKind:
+		return nil, fmt.Errorf("%s holds a %s %s, not a %s %s", MetadataFile, quoteOrNone(b.APIVersion), quoteOrNone(b.Kind), APIVersion, BackupKind)
+	case b.Metadata.Name != name:
+		return nil, fmt.Errorf("%s names the backup %q, but it is in the folder of %q", MetadataFile, b.Metadata.Name, name)
+	}
+	if _, err := b.TTL(); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+func quoteOrNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// TTL is spec.ttl; zero when unset.
+func (b *Backup) TTL() (time.Duration, error) {
+	if b.Spec.TTL == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(b.Spec.TTL)
+	if err != nil {
+		return 0, fmt.Errorf("%s: spec.ttl %q is not a duration", MetadataFile, b.Spec.TTL)
+	}
+	if d < 0 {
+		return 0, errors.New(MetadataFile + ": spec.ttl is negative")
+	}
+	return d, nil
+}
+
+// CreatedAt is when Velero created the backup: metadata.creationTimestamp,
+// else status.startTimestamp; zero when neither is set.
+func (b *Backup) CreatedAt() time.Time {
+	switch {
+	case b.Metadata.CreationTimestamp != nil:
+		return b.Metadata.CreationTimestamp.UTC()
+	case b.Status.StartTimestamp != nil:
+		return b.Status.StartTimestamp.UTC()
+	}
+	return time.Time{}
+}
+
+// ExpiresAt is status.expiration, else the creation time plus the TTL;
+// zero when the backup never expires.
+func (b *Backup) ExpiresAt() time.Time {
+	if b.Status.Expiration != nil {
+		return b.Status.Expiration.UTC()
+	}
+	ttl, _ := b.TTL()
+	if c := b.CreatedAt(); ttl > 0 && !c.IsZero() {
+		return c.Add(ttl)
+	}
+	return time.Time{}
+}
+
+// PluginBackup describes a backup to build the velero.io/v1 Backup JSON
+// that Velero's DeleteItemAction plugins receive, when there is no
+// velero-backup.json to send as it is.
+type PluginBackup struct {
+	Name            string
+	UID             string
+	Labels          map[string]string
+	Annotations     map[string]string
+	CreatedAt       time.Time
+	ExpiresAt       time.Time
+	StorageLocation string
+}
+
+// Namespace is where Velero keeps its objects by default; the Backup JSON
+// built for plugins carries it, as a Backup Velero sends would.
+const Namespace = "velero"
+
+// BackupJSON builds a velero.io/v1 Backup object for a plugin, with the
+// fields Velero fills for a completed backup that Lethe knows.
+func BackupJSON(in PluginBackup) ([]byte, error) {
+	b := Backup{
+		APIVersion: APIVersion,
+		Kind:       BackupKind,
+		Metadata: ObjectMeta{
+			Name: in.Name, Namespace: Namespace, UID: in.UID,
+			Labels: in.Labels, Annotations: in.Annotations,
+		},
+		Spec:   BackupSpec{StorageLocation: in.StorageLocation},
+		Status: BackupStat{Phase: "Completed"},
+	}
+	if !in.CreatedAt.IsZero() {
+		t := in.CreatedAt.UTC().Truncate(time.Second)
+		b.Metadata.CreationTimestamp = &t
+	}
+	if !in.ExpiresAt.IsZero() {
+		t := in.ExpiresAt.UTC().Truncate(time.Second)
+		b.Status.Expiration = &t
+		if !in.CreatedAt.IsZero() {
+			b.Spec.TTL = t.Sub(in.CreatedAt.UTC().Truncate(time.Second)).String()
+		}
+	}
+	return json.Marshal(b)
+}
