@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -85,4 +87,70 @@ func TestBundlePrunesThroughTheCollector(t *testing.T) {
 		_, err := st.Get(ctx, k)
 		require.ErrorIs(t, err, catalog.ErrNotFound, "%s", k)
 	}
+}
+
+// TestDeleteFromFile: 'lethe delete -f' deletes what a manifest names
+// through the collector; the dry run and a bad file change nothing.
+func TestDeleteFromFile(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	ctx := context.Background()
+	// Two documents; the second holds a block reference to the first, so
+	// the first can go only once the second is Deleting.
+	const two = `kind: Volume
+metadata: {name: data, namespace: shop}
+---
+kind: Restore
+metadata: {name: r, namespace: shop}
+references:
+- {kind: Volume, namespace: shop, name: data, onTargetDelete: block}
+`
+	code, _, stderr := run(t, home, false, two, "apply", "-f", "-")
+	require.Equal(t, 0, code, stderr)
+	st := openHome(t, home)
+	keys := []catalog.Key{{Kind: "Volume", Namespace: "shop", Name: "data"}, {Kind: "Restore", Namespace: "shop", Name: "r"}}
+	// Another resource the file does not name stays.
+	_, err := st.Create(ctx, &catalog.Resource{Kind: "Volume", Namespace: "shop", Name: "other"})
+	require.NoError(t, err)
+	version := func() int64 {
+		v, err := st.CurrentVersion(ctx)
+		require.NoError(t, err)
+		return v
+	}
+	before := version()
+
+	code, out, stderr := run(t, home, false, two, "delete", "-f", "-", "--dry-run", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, `"plans"`)
+	require.Contains(t, out, `"name": "data"`)
+	require.Contains(t, out, `"name": "r"`)
+	require.Equal(t, before, version(), "the dry run changed the catalog")
+
+	// A bad file: one line, nothing changed.
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte(two+"---\nkind: Volume\nmetadata: {name: Bad_Name}\n"), 0o600))
+	code, out, stderr = run(t, home, false, "", "delete", "-f", bad, "--yes", "--wait")
+	require.Equal(t, exitError, code)
+	require.Empty(t, out)
+	require.Equal(t, 1, strings.Count(stderr, "\n"), stderr)
+	require.Contains(t, stderr, "document 3")
+	require.Equal(t, before, version(), "a bad file changed the catalog")
+	// A resource the catalog does not hold: exit 4, nothing changed.
+	code, _, stderr = run(t, home, false, two+"---\nkind: Volume\nmetadata: {name: gone, namespace: shop}\n", "delete", "-f", "-", "--yes")
+	require.Equal(t, exitNotFound, code, stderr)
+	require.Equal(t, before, version(), "a missing resource changed the catalog")
+	// Usage.
+	code, _, _ = run(t, home, false, two, "delete", "Volume", "data", "-f", "-")
+	require.Equal(t, exitUsage, code)
+
+	code, out, stderr = run(t, home, false, two, "delete", "-f", "-", "--yes", "--wait")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "Volume/shop/data: purged")
+	require.Contains(t, out, "Restore/shop/r: purged")
+	for _, k := range keys {
+		_, err := st.Get(ctx, k)
+		require.ErrorIs(t, err, catalog.ErrNotFound, "%s", k)
+	}
+	_, err = st.Get(ctx, catalog.Key{Kind: "Volume", Namespace: "shop", Name: "other"})
+	require.NoError(t, err)
 }
