@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,4 +154,90 @@ references:
 	}
 	_, err = st.Get(ctx, catalog.Key{Kind: "Volume", Namespace: "shop", Name: "other"})
 	require.NoError(t, err)
+}
+
+// TestBundleDeletion: deleting a bundle deletes its members directly,
+// those with a lethe.io/deletion-delay (Active or already Scheduled)
+// included: they do not wait out their own delay. A forced delete of a
+// Scheduled member skips its wait; an unforced one leaves it counting.
+func TestBundleDeletion(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	ctx := context.Background()
+	const shop = `kind: Bundle
+metadata: {name: shop}
+spec:
+  resources:
+  - name: web
+    object: {kind: Service, metadata: {namespace: shop, annotations: {lethe.io/deletion-delay: 1h}}, spec: {image: web:1}}
+  - name: cache
+    object: {kind: Service, metadata: {namespace: shop, annotations: {lethe.io/deletion-delay: 1h}, finalizers: [example.com/flush]}, spec: {image: redis:7}}
+  - name: db
+    object: {kind: Service, metadata: {namespace: shop, annotations: {lethe.io/deletion-delay: 1h}}, spec: {image: pg:16}}
+  - name: queue
+    object: {kind: Service, metadata: {namespace: shop, annotations: {lethe.io/deletion-delay: 1h}}, spec: {image: nats:2}}
+  - name: worker
+    object: {kind: Service, metadata: {namespace: shop}, spec: {image: worker:1}}
+`
+	// shop without cache, db and queue: both pruned, Scheduled for 1h.
+	shopLess := strings.Replace(shop, `  - name: cache
+    object: {kind: Service, metadata: {namespace: shop, annotations: {lethe.io/deletion-delay: 1h}, finalizers: [example.com/flush]}, spec: {image: redis:7}}
+  - name: db
+    object: {kind: Service, metadata: {namespace: shop, annotations: {lethe.io/deletion-delay: 1h}}, spec: {image: pg:16}}
+  - name: queue
+    object: {kind: Service, metadata: {namespace: shop, annotations: {lethe.io/deletion-delay: 1h}}, spec: {image: nats:2}}
+`, "", 1)
+	code, _, stderr := run(t, home, false, shop, "apply", "-f", "-")
+	require.Equal(t, 0, code, stderr)
+	code, out, stderr := run(t, home, false, shopLess, "apply", "-f", "-")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "3 scheduled")
+	st := openHome(t, home)
+	// cache has a finalizer and a dependent of its own (the collector
+	// moves it to Deleting, then waits); queue has neither (collected in
+	// one batch).
+	cache, err := st.Get(ctx, catalog.Key{Kind: "Service", Namespace: "shop", Name: "cache"})
+	require.NoError(t, err)
+	_, err = st.Create(ctx, &catalog.Resource{Kind: "Volume", Namespace: "shop", Name: "cache-data",
+		Owners: []catalog.OwnerRef{{UID: cache.UID, Kind: "Service", Name: "cache", BlockOwnerDeletion: true}}})
+	require.NoError(t, err)
+	key := func(name string) catalog.Key { return catalog.Key{Kind: "Service", Namespace: "shop", Name: name} }
+	phase := func(name string) catalog.Phase {
+		r, err := st.Get(ctx, key(name))
+		if errors.Is(err, catalog.ErrNotFound) {
+			return catalog.PhasePurged
+		}
+		require.NoError(t, err)
+		return r.Phase
+	}
+	require.Equal(t, catalog.PhaseScheduled, phase("cache"))
+	require.Equal(t, catalog.PhaseScheduled, phase("db"))
+	require.Equal(t, catalog.PhaseScheduled, phase("queue"))
+
+	// Unforced: a Scheduled member stays in its window.
+	code, out, stderr = run(t, home, false, "", "delete", "Service", "db", "-n", "shop", "--yes", "--wait")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "scheduled")
+	require.Equal(t, catalog.PhaseScheduled, phase("db"))
+	// Forced: the wait is skipped, the member purged.
+	code, _, stderr = run(t, home, false, "", "delete", "Service", "db", "-n", "shop", "--yes", "--wait", "--force")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, catalog.PhasePurged, phase("db"))
+
+	// The bundle: web (Active, with a delay), worker (Active), cache and
+	// queue (Scheduled, their owner edge kept) are deleted with it, now;
+	// the bundle waits for cache's finalizer only.
+	code, _, stderr = run(t, home, false, "", "delete", "Bundle", "shop", "--yes", "--wait")
+	require.Equal(t, exitIncomplete, code, stderr)
+	require.Equal(t, catalog.PhaseDeleting, phase("cache"))
+	code, _, stderr = run(t, home, false, "", "finalize", "Service", "cache", "-n", "shop", "example.com/flush")
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = run(t, home, false, "", "delete", "Bundle", "shop", "--yes", "--wait")
+	require.Equal(t, 0, code, stderr)
+	for _, n := range []string{"web", "worker", "cache", "queue"} {
+		require.Equal(t, catalog.PhasePurged, phase(n), n)
+	}
+	_, err = st.Get(ctx, catalog.Key{Kind: "Volume", Namespace: "shop", Name: "cache-data"})
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	_, err = st.Get(ctx, catalog.Key{Kind: "Bundle", Name: "shop"})
+	require.ErrorIs(t, err, catalog.ErrNotFound)
 }
