@@ -113,7 +113,8 @@ countdown cancelled, its spec the desired one.`,
 // garbage collector (Foreground): the member is queued for the collector,
 // which runs its plugins, cascades to its dependents and purges it
 // ('lethe server', or 'lethe delete KIND NAME --wait'). A member held by a
-// block reference is refused, as 'lethe delete' refuses it. The collector
+// block reference is refused, as 'lethe delete' refuses it, before apply
+// writes anything (CheckDelete). The collector
 // (and so the plugin host) is built only when something is pruned.
 type collectorPruner struct {
 	a   *app
@@ -121,6 +122,16 @@ type collectorPruner struct {
 }
 
 func (p *collectorPruner) Delete(ctx context.Context, k catalog.Key) error {
+	return p.delete(ctx, k, false)
+}
+
+// CheckDelete implements apply.PruneChecker: the collector's dry run
+// (a block reference refuses the member) before apply writes anything.
+func (p *collectorPruner) CheckDelete(ctx context.Context, k catalog.Key) error {
+	return p.delete(ctx, k, true)
+}
+
+func (p *collectorPruner) delete(ctx context.Context, k catalog.Key, dryRun bool) error {
 	if p.col == nil {
 		col, err := p.a.collector(ctx)
 		if err != nil {
@@ -128,7 +139,7 @@ func (p *collectorPruner) Delete(ctx context.Context, k catalog.Key) error {
 		}
 		p.col = col
 	}
-	_, err := p.col.Delete(ctx, k, gc.DeleteOptions{Propagation: gc.Foreground, Reason: "pruned from its bundle"})
+	_, err := p.col.Delete(ctx, k, gc.DeleteOptions{Propagation: gc.Foreground, DryRun: dryRun, Reason: "pruned from its bundle"})
 	return err
 }
 

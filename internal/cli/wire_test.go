@@ -61,9 +61,19 @@ func TestBundlePrunesThroughTheCollector(t *testing.T) {
 	_, err = st.Create(ctx, &catalog.Resource{Kind: "Restore", Namespace: "shop", Name: "r",
 		References: []catalog.Reference{{Kind: "Service", Namespace: "shop", Name: "worker", OnTargetDelete: catalog.RefBlock}}})
 	require.NoError(t, err)
-	code, _, stderr = run(t, home, false, wireBundleWebOnly, "apply", "-f", "-")
-	require.Equal(t, exitRefused, code, stderr)
-	require.Contains(t, stderr, "Restore/shop/r")
+	before, err := st.CurrentVersion(ctx)
+	require.NoError(t, err)
+	for _, dry := range []string{"--dry-run", "--dry-run=false"} {
+		code, out, stderr := run(t, home, false, wireBundleWebOnly, "apply", "-f", "-", dry)
+		require.Equal(t, exitRefused, code, stderr)
+		require.Empty(t, out, "a refused apply prints no report")
+		require.Equal(t, 1, strings.Count(stderr, "\n"), stderr)
+		require.Contains(t, stderr, "Restore/shop/r")
+		require.Contains(t, stderr, "nothing applied")
+	}
+	after, err := st.CurrentVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a refused prune changed the catalog")
 	w, err := st.Get(ctx, worker.Key())
 	require.NoError(t, err)
 	require.Equal(t, catalog.PhaseActive, w.Phase)
