@@ -76,6 +76,14 @@ func (p LifecyclePruner) Delete(ctx context.Context, k catalog.Key) error {
 	return err
 }
 
+// PruneChecker is a Pruner that can say, before anything is written,
+// that it would refuse a member (the collector refuses one held by a
+// block reference). Apply then refuses the whole apply, dry run included,
+// and changes nothing.
+type PruneChecker interface {
+	CheckDelete(ctx context.Context, k catalog.Key) error
+}
+
 // Config configures an Engine.
 type Config struct {
 	Store Catalog
@@ -240,6 +248,9 @@ func (e *Engine) Apply(ctx context.Context, docs []*manifest.Document, opts Opti
 		res.Changes = append(res.Changes, it.change)
 	}
 	res.Changes = append(res.Changes, p.prunes...)
+	if err := e.checkPrunes(ctx, p); err != nil {
+		return nil, err
+	}
 	if opts.DryRun {
 		return res, nil
 	}
@@ -757,6 +768,23 @@ func (e *Engine) planPrunes(ctx context.Context, p *plan, b *item) error {
 			ch.Action, ch.Phase, ch.Reason = Deleted, catalog.PhaseDeleting, "pruned from its bundle"
 		}
 		p.prunes = append(p.prunes, ch)
+	}
+	return nil
+}
+
+// checkPrunes asks a PruneChecker about every member to delete.
+func (e *Engine) checkPrunes(ctx context.Context, p *plan) error {
+	c, ok := e.pruner.(PruneChecker)
+	if !ok {
+		return nil
+	}
+	for _, ch := range p.prunes {
+		if ch.Action != Deleted || p.settled[ch] {
+			continue
+		}
+		if err := c.CheckDelete(ctx, ch.Key()); err != nil {
+			return fmt.Errorf("pruning %s: %w; nothing applied", ch.Key(), err)
+		}
 	}
 	return nil
 }

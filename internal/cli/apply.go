@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/apply"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/manifest"
 )
 
@@ -84,7 +87,7 @@ countdown cancelled, its spec the desired one.`,
 		if err != nil {
 			return err
 		}
-		eng, err := apply.New(&apply.Config{Store: st})
+		eng, err := apply.New(&apply.Config{Store: st, Pruner: &collectorPruner{a: a}})
 		if err != nil {
 			return err
 		}
@@ -95,7 +98,7 @@ countdown cancelled, its spec the desired one.`,
 			}
 		}
 		if err != nil {
-			return err
+			return gcError(err)
 		}
 		if n := res.Count(apply.Skipped); n > 0 {
 			fmt.Fprintf(a.s.Err, "lethe: %d resource(s) pending deletion were left as they are (sync filter); see the report\n", n)
@@ -104,6 +107,40 @@ countdown cancelled, its spec the desired one.`,
 		return nil
 	}
 	return c
+}
+
+// collectorPruner prunes a bundle member without a delay through the
+// garbage collector (Foreground): the member is queued for the collector,
+// which runs its plugins, cascades to its dependents and purges it
+// ('lethe server', or 'lethe delete KIND NAME --wait'). A member held by a
+// block reference is refused, as 'lethe delete' refuses it, before apply
+// writes anything (CheckDelete). The collector
+// (and so the plugin host) is built only when something is pruned.
+type collectorPruner struct {
+	a   *app
+	col *gc.Collector
+}
+
+func (p *collectorPruner) Delete(ctx context.Context, k catalog.Key) error {
+	return p.delete(ctx, k, false)
+}
+
+// CheckDelete implements apply.PruneChecker: the collector's dry run
+// (a block reference refuses the member) before apply writes anything.
+func (p *collectorPruner) CheckDelete(ctx context.Context, k catalog.Key) error {
+	return p.delete(ctx, k, true)
+}
+
+func (p *collectorPruner) delete(ctx context.Context, k catalog.Key, dryRun bool) error {
+	if p.col == nil {
+		col, err := p.a.collector(ctx)
+		if err != nil {
+			return err
+		}
+		p.col = col
+	}
+	_, err := p.col.Delete(ctx, k, gc.DeleteOptions{Propagation: gc.Foreground, DryRun: dryRun, Reason: "pruned from its bundle"})
+	return err
 }
 
 func printApply(a *app, format string, res *apply.Result) error {

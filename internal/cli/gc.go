@@ -67,10 +67,11 @@ func resourceKey(kind, name, ns string) (catalog.Key, error) {
 }
 
 func newDeleteCmd(a *app) *cobra.Command {
-	var ns, cascade, file string
+	var ns, cascade string
+	var files []string
 	var dryRun, yes, wait, async, force, noPlugins bool
 	c := &cobra.Command{
-		Use:   "delete KIND NAME",
+		Use:   "delete KIND NAME | -f FILE|DIR|-",
 		Short: "Delete a resource of any kind, with its dependents (cascade)",
 		Long: `Delete moves a resource to Deleting and lets the garbage collector carry the
 deletion along its owner and reference edges, as Kubernetes does:
@@ -99,7 +100,13 @@ window); --force skips the wait. 'lethe delete backup NAME' is
 
 Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
 2 bad usage, 3 stuck (see lethe explain), 4 no such resource, 5 refused
-(block references hold it; nothing changed), 130 interrupted.`,
+(block references hold it; nothing changed), 130 interrupted.
+
+-f deletes every resource a manifest names (the files 'lethe apply' reads:
+a file, a folder, or - for stdin; only each document's kind, namespace and
+name are used), last document first, each with the same flags. Every one
+is checked before anything changes: a bad file, a missing resource or a
+block reference from outside the set changes nothing.`,
 		Example: `  # What would go, then do it
   lethe delete Schedule nightly -n prod --dry-run
   lethe delete Schedule nightly -n prod --yes
@@ -108,9 +115,16 @@ Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
   lethe delete Schedule nightly -n prod --cascade=orphan --yes
 
   # Leave the work to 'lethe server'
-  lethe delete VolumeSnapshot snap-a -n prod --yes --async`,
+  lethe delete VolumeSnapshot snap-a -n prod --yes --async
+
+  # Everything a manifest declares, previewed first
+  lethe delete -f shop.yaml --dry-run
+  lethe delete -f shop.yaml --yes --wait`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if file != "" {
+			if len(files) > 0 {
+				if len(args) > 0 {
+					return usageError{errors.New("give either KIND NAME or -f FILE, not both")}
+				}
 				return nil
 			}
 			return exactArgs(2, "KIND and NAME")(cmd, args)
@@ -126,16 +140,10 @@ Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
 	fl.BoolVar(&async, "async", false, "only request the deletion; 'lethe server' carries it out")
 	fl.BoolVar(&force, "force", false, "skip the grace window (lethe.io/deletion-delay) and delete now")
 	fl.BoolVar(&noPlugins, "no-plugins", false, "backups only: allow the deletion with no plugin installed (as lethe backup delete --no-plugins)")
-	fl.StringVarP(&file, "filename", "f", "", "delete the resources of a manifest file (not available yet)")
+	fl.StringArrayVarP(&files, "filename", "f", nil, "delete the resources a manifest names: file, folder, or - for stdin (repeatable)")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
-		}
-		if file != "" {
-			// TODO(integrator): `lethe delete -f FILE` reads the manifest
-			// with internal/manifest (the apply helper's package) and calls
-			// Collector.Delete on each document's key, in reverse order.
-			return usageError{errors.New("delete -f is not available in this build yet: delete each resource by KIND NAME")}
 		}
 		if wait && async {
 			return usageError{errors.New("--wait and --async exclude each other")}
@@ -144,12 +152,18 @@ Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
 		if err != nil {
 			return usageError{fmt.Errorf("--cascade: %w", err)}
 		}
+		if !wait && !async {
+			wait = a.s.InteractiveErr
+		}
+		if len(files) > 0 {
+			if ns != "" {
+				return usageError{errors.New("-n does not go with -f: the manifests name their namespaces")}
+			}
+			return a.deleteFiles(cmd.Context(), files, gc.DeleteOptions{Propagation: prop, Force: force}, dryRun, yes, wait, *out)
+		}
 		k, err := resourceKey(args[0], args[1], ns)
 		if err != nil {
 			return err
-		}
-		if !wait && !async {
-			wait = a.s.InteractiveErr
 		}
 		ctx := cmd.Context()
 		if k.Kind == backup.Kind {

@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/gc"
+	"github.com/lethehq/lethe/internal/manifest"
+)
+
+// fileDeleteResult is one resource's outcome of 'lethe delete -f', in the
+// schema 'lethe delete KIND NAME' prints for one.
+type fileDeleteResult struct {
+	Resource catalog.Key `json:"resource"`
+	Result   string      `json:"result"`
+	Note     string      `json:"note,omitempty"`
+}
+
+// deleteFiles is 'lethe delete -f': every resource the manifests name,
+// last document first, through the collector with the same options. All
+// are checked (the files, existence, block references from outside the
+// set) before anything changes.
+func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOptions, dryRun, yes, wait bool, out string) error {
+	stdin := 0
+	for _, f := range files {
+		if f == "-" {
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		return usageError{errors.New("-f - (stdin) may be given once")}
+	}
+	var docs []*manifest.Document
+	for _, f := range files {
+		ds, err := manifest.Load(f, a.s.In, manifest.DefaultLimits)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, ds...)
+	}
+	var keys []catalog.Key
+	seen := map[catalog.Key]bool{}
+	for i := len(docs) - 1; i >= 0; i-- {
+		d := docs[i]
+		if d.Container != "" {
+			continue // a bundle's member goes with its bundle
+		}
+		k := d.Key()
+		if k.Kind == backup.Kind {
+			return usageError{fmt.Errorf("%s, document %d: delete backups by name (lethe delete backup %s), not with -f", d.Source, d.Index, k.Name)}
+		}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	st, err := a.catalog(ctx)
+	if err != nil {
+		return err
+	}
+	col, err := a.collector(ctx)
+	if err != nil {
+		return err
+	}
+	// Check everything first; the plans are the dry run's report.
+	plans := make([]*gc.Plan, 0, len(keys))
+	uids := map[catalog.Key]string{}
+	for _, k := range keys {
+		dry := opts
+		dry.DryRun = true
+		p, err := col.Delete(ctx, k, dry)
+		if refusedInside(err, seen) {
+			p, err = col.Plan(ctx, k, opts.Propagation)
+		}
+		if err != nil {
+			return gcError(err)
+		}
+		plans = append(plans, p)
+		if r, err := st.Get(ctx, k); err == nil {
+			uids[k] = r.UID
+		}
+	}
+	if dryRun {
+		if out != "table" {
+			return printStructured(a.s.Out, out, map[string]any{"plans": plans})
+		}
+		for i, p := range plans {
+			if i > 0 {
+				fmt.Fprintln(a.s.Out)
+			}
+			if err := a.printGCPlan(p, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if !yes {
+		n := 0
+		for _, p := range plans {
+			n += p.Count(gc.ActionDelete)
+		}
+		ok, err := a.confirm(fmt.Sprintf("Delete the %d resource(s) the manifests name (%d in all with their cascades)?", len(keys), n))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			fmt.Fprintln(a.s.Err, "Nothing deleted.")
+			return nil
+		}
+	}
+	results := map[catalog.Key]*fileDeleteResult{}
+	var drive []catalog.Key
+	// A resource held by a block reference from another one of the set
+	// waits until that one is Deleting: passes until nothing is left.
+	pending := keys
+	for len(pending) > 0 {
+		var left []catalog.Key
+		var lastErr error
+		for _, k := range pending {
+			p, err := col.Delete(ctx, k, opts)
+			switch {
+			case refusedInside(err, seen):
+				left, lastErr = append(left, k), err
+				continue
+			case errors.Is(err, catalog.ErrNotFound):
+				// Purged by the cascade of one deleted before it.
+				results[k] = &fileDeleteResult{Resource: k, Result: "purged"}
+				continue
+			case err != nil:
+				return gcError(fmt.Errorf("%w (%d of %d requested before it)", err, len(results), len(keys)))
+			}
+			switch {
+			case p.ScheduledUntil != nil:
+				results[k] = &fileDeleteResult{Resource: k, Result: "scheduled",
+					Note: "in its grace window until " + p.ScheduledUntil.UTC().Format("2006-01-02T15:04:05Z")}
+			case wait:
+				drive = append(drive, k)
+			default:
+				results[k] = &fileDeleteResult{Resource: k, Result: "requested", Note: "lethe server carries it out"}
+			}
+		}
+		if len(left) == len(pending) {
+			return gcError(lastErr) // block references among themselves: a cycle
+		}
+		pending = left
+	}
+	stuck := false
+	for _, k := range drive {
+		res, err := col.Drive(ctx, k, gc.DriveOptions{UID: uids[k]})
+		if err != nil {
+			return err
+		}
+		if res == gc.OutcomeStuck {
+			stuck = true
+			results[k] = &fileDeleteResult{Resource: k, Result: "stuck", Note: "lethe explain " + k.Kind + " " + k.Name + " says why"}
+		} else {
+			results[k] = &fileDeleteResult{Resource: k, Result: "purged"}
+		}
+	}
+	list := make([]*fileDeleteResult, 0, len(keys))
+	for _, k := range keys {
+		list = append(list, results[k])
+	}
+	if out != "table" {
+		if err := printStructured(a.s.Out, out, map[string]any{"results": list}); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range list {
+			line := r.Resource.String() + ": " + r.Result
+			if r.Note != "" {
+				line += "; " + r.Note
+			}
+			fmt.Fprintln(a.s.Out, line)
+		}
+	}
+	if stuck {
+		return errIncomplete
+	}
+	return nil
+}
+
+// refusedInside: err is a block refusal whose referrers are all in set.
+func refusedInside(err error, set map[catalog.Key]bool) bool {
+	var refused *gc.RefusedError
+	if !errors.As(err, &refused) {
+		return false
+	}
+	for _, k := range refused.Referrers {
+		if !set[k] {
+			return false
+		}
+	}
+	return true
+}
