@@ -42,5 +42,5 @@ func (s *slab) string(b ...[]byte) string {
 	for _, p := range b {
 		k += copy(out[k:], p)
 	}
-	return unsafe.String(&out[0], n) // never written again
+	return unsafe.String(&out[0], n) //nolint:gosec // G103: out is a fresh slab region, never written again
 }

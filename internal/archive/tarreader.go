@@ -123,7 +123,7 @@ func (t *tarReader) Next() (*tarHeader, error) {
 		} else if b[157] != 0 {
 			h.Linkname = string(cString(b[157:257]))
 		}
-		if h.Typeflag == tar.TypeRegA {
+		if h.Typeflag == '\x00' { // the old regular-file flag (tar.TypeRegA, deprecated)
 			h.Typeflag = tar.TypeReg
 			if strings.HasSuffix(h.Name, "/") {
 				h.Typeflag = tar.TypeDir

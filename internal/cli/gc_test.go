@@ -86,7 +86,7 @@ func TestDeleteExplainFinalize(t *testing.T) {
 	// The referrer goes; the cascade finishes.
 	code, _, stderr = run(t, home, false, "", "delete", "Restore", "d", "-n", "prod", "--yes", "--wait")
 	require.Equal(t, 0, code, stderr)
-	code, out, stderr = run(t, home, false, "", "delete", "App", "a", "-n", "prod", "--yes", "--wait")
+	code, _, stderr = run(t, home, false, "", "delete", "App", "a", "-n", "prod", "--yes", "--wait")
 	require.Equal(t, 0, code, stderr)
 	code, out, _ = run(t, home, false, "", "explain", "App", "a", "-n", "prod")
 	require.Equal(t, 0, code)

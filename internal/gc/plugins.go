@@ -146,7 +146,7 @@ func (c *Collector) runPlugins(ctx context.Context, rs []*catalog.Resource) erro
 			if err != nil {
 				return err
 			}
-			rs[i] = nr
+			rs[i] = nr //nolint:gosec // G602: i ranges over rs
 		}
 	}
 	return nil

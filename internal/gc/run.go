@@ -363,10 +363,11 @@ type Finalizer interface {
 	RemoveFinalizer(ctx context.Context, k catalog.Key, finalizer string) (*catalog.Resource, error)
 }
 
-// ErrReservedFinalizer: Lethe's own finalizers are removed by Lethe.
+// ErrReservedFinalizer is returned for Lethe's own finalizers: Lethe removes them.
 var ErrReservedFinalizer = errors.New("finalizer is Lethe's own")
 
-// ErrNotDeleting: finalizers are removed from a Deleting resource only.
+// ErrNotDeleting is returned for a resource that is not Deleting: finalizers
+// are removed from a Deleting resource only.
 var ErrNotDeleting = errors.New("not being deleted")
 
 // Finalize removes a user finalizer from a Deleting resource: the call an

@@ -112,11 +112,9 @@ func TestMultipleOwners(t *testing.T) {
 				if block {
 					sfx += "-block"
 				}
-				b1 := f.res("Backup", "inc-1-"+sfx)
-				b2 := f.res("Backup", "inc-2-"+sfx)
 				// Backups are the deletion pipeline's to purge: here they
 				// are plain owners, so use another kind.
-				b1, b2 = f.res("Incremental", "inc-1-"+sfx), f.res("Incremental", "inc-2-"+sfx)
+				b1, b2 := f.res("Incremental", "inc-1-"+sfx), f.res("Incremental", "inc-2-"+sfx)
 				snap := f.res("VolumeSnapshot", "shared-"+sfx, ownedBy(b1, block), ownedBy(b2, block))
 				require.Equal(t, gc.OutcomePurged, f.del(b1, prop), "%s", sfx)
 				x := f.requirePhase(snap, catalog.PhaseActive)

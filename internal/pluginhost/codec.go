@@ -88,7 +88,7 @@ func decodeResults(b []byte, resp *pluginv1.ExecuteResponse) bool {
 				}
 				msg = msg[m:]
 				if len(v) > 0 {
-					r.Message = unsafe.String(&v[0], len(v)) // b is never written
+					r.Message = unsafe.String(&v[0], len(v)) //nolint:gosec // G103: b is never written
 				}
 			default:
 				return false // retryAfter, or unknown: protobuf decodes it

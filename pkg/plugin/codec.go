@@ -145,7 +145,7 @@ func (w *wireResponse) marshal() mem.BufferSlice {
 	b := (*buf)[:0]
 	for _, sl := range w.slots {
 		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(sl.resultSize()))
+		b = protowire.AppendVarint(b, uint64(sl.resultSize())) //nolint:gosec // G115: protobuf encodes varints as two's-complement uint64
 		b = sl.appendResult(b)
 	}
 	*buf = b
@@ -159,7 +159,7 @@ func (sl *slot) resultSize() int {
 		n += protowire.SizeTag(1) + protowire.SizeVarint(sl.id)
 	}
 	if sl.outcome != 0 {
-		n += protowire.SizeTag(2) + protowire.SizeVarint(uint64(sl.outcome))
+		n += protowire.SizeTag(2) + protowire.SizeVarint(uint64(sl.outcome)) //nolint:gosec // G115: protobuf encodes varints as two's-complement uint64
 	}
 	if m := sl.message(); m != "" {
 		n += protowire.SizeTag(3) + protowire.SizeBytes(len(m))
@@ -177,7 +177,7 @@ func (sl *slot) appendResult(b []byte) []byte {
 	}
 	if sl.outcome != 0 {
 		b = protowire.AppendTag(b, 2, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(sl.outcome))
+		b = protowire.AppendVarint(b, uint64(sl.outcome)) //nolint:gosec // G115: protobuf encodes varints as two's-complement uint64
 	}
 	if m := sl.message(); m != "" {
 		b = protowire.AppendTag(b, 3, protowire.BytesType)
@@ -185,14 +185,14 @@ func (sl *slot) appendResult(b []byte) []byte {
 	}
 	if d := sl.retryAfter(); d != nil {
 		b = protowire.AppendTag(b, 4, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(durationSize(d)))
+		b = protowire.AppendVarint(b, uint64(durationSize(d))) //nolint:gosec // G115: protobuf encodes varints as two's-complement uint64
 		if s := d.GetSeconds(); s != 0 {
 			b = protowire.AppendTag(b, 1, protowire.VarintType)
-			b = protowire.AppendVarint(b, uint64(s))
+			b = protowire.AppendVarint(b, uint64(s)) //nolint:gosec // G115: protobuf encodes varints as two's-complement uint64
 		}
 		if ns := d.GetNanos(); ns != 0 {
 			b = protowire.AppendTag(b, 2, protowire.VarintType)
-			b = protowire.AppendVarint(b, uint64(ns))
+			b = protowire.AppendVarint(b, uint64(ns)) //nolint:gosec // G115: protobuf encodes varints as two's-complement uint64
 		}
 	}
 	return b
@@ -201,10 +201,10 @@ func (sl *slot) appendResult(b []byte) []byte {
 func durationSize(d *durationpb.Duration) int {
 	n := 0
 	if s := d.GetSeconds(); s != 0 {
-		n += protowire.SizeTag(1) + protowire.SizeVarint(uint64(s))
+		n += protowire.SizeTag(1) + protowire.SizeVarint(uint64(s)) //nolint:gosec // G115: protobuf encodes varints as two's-complement uint64
 	}
 	if ns := d.GetNanos(); ns != 0 {
-		n += protowire.SizeTag(2) + protowire.SizeVarint(uint64(ns))
+		n += protowire.SizeTag(2) + protowire.SizeVarint(uint64(ns)) //nolint:gosec // G115: protobuf encodes varints as two's-complement uint64
 	}
 	return n
 }
@@ -285,5 +285,5 @@ func aliasString(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	return unsafe.String(&b[0], len(b))
+	return unsafe.String(&b[0], len(b)) //nolint:gosec // G103: callers never write b afterwards
 }
