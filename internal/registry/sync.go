@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
 )
 
@@ -71,7 +72,7 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 		case backup.ValidateNewName(name) != nil:
 			res.Action, res.Reason = SyncRejected, backup.ValidateNewName(name).Error()
 		default:
-			if err := g.importOne(ctx, o.Key, o.Size, &res, opts); err != nil {
+			if err := g.importOne(ctx, o.Key, &res, opts); err != nil {
 				return nil, err
 			}
 		}
@@ -110,8 +111,18 @@ func (g *Registry) syncFilter(ctx context.Context, name string) (string, error) 
 	}
 }
 
-func (g *Registry) importOne(ctx context.Context, key string, size int64, res *SyncResult, opts SyncOptions) error {
-	rc, err := g.cfg.Blobs.Open(ctx, key)
+func (g *Registry) importOne(ctx context.Context, key string, res *SyncResult, opts SyncOptions) error {
+	// The identity recorded is the one of the object scanned: the read is
+	// pinned to what Stat reported.
+	a, err := g.cfg.Blobs.Stat(ctx, key)
+	if err != nil {
+		return err
+	}
+	rc, err := g.cfg.Blobs.OpenVersion(ctx, key, a.Version)
+	if errors.Is(err, blobstore.ErrVersionMismatch) {
+		res.Action, res.Reason = SyncRejected, "the tarball changed while it was being read; run the sync again"
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -128,7 +139,7 @@ func (g *Registry) importOne(ctx context.Context, key string, size int64, res *S
 	}
 	b := &backup.Backup{
 		Resource: &catalog.Resource{Kind: backup.Kind, Name: res.Name, Annotations: map[string]string{AnnotationImportedFrom: key}},
-		Spec:     g.spec(key, size, sc),
+		Spec:     g.spec(key, a.Size, a.Version, sc),
 	}
 	if err := b.Encode(); err != nil {
 		return err
