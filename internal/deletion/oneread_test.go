@@ -2,6 +2,9 @@ package deletion_test
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,4 +184,62 @@ func unpin(t *testing.T, e *env, name string) {
 	require.NoError(t, b.Encode())
 	_, err := e.store.Update(e.ctx, b.Resource)
 	require.NoError(t, err)
+}
+
+// swapBeforeGET is the real storage, but once armed, the first pinned
+// open of key first puts swap at key: a deterministic stand-in for another
+// writer replacing the tarball after the check before the run and before
+// the run's GET (a real race cannot be timed in a test).
+type swapBeforeGET struct {
+	blobstore.Store
+	key   string
+	swap  []byte
+	armed atomic.Bool
+}
+
+func (s *swapBeforeGET) OpenVersion(ctx context.Context, key string, v blobstore.Version) (io.ReadCloser, error) {
+	if key == s.key && s.armed.CompareAndSwap(true, false) {
+		if err := s.Store.Put(ctx, key, bytes.NewReader(s.swap)); err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.OpenVersion(ctx, key, v)
+}
+
+// TestSwapBetweenCheckAndGETIsRefusedBeforeAnyPlugin: a same-size
+// impostor put in place after the check before the run has looked, and
+// before the run's one GET, is refused by the GET itself, pinned to the
+// identity recorded at registration (S3: If-Match on the ETag; file://:
+// the opened file's mtime and inode): no plugin sees an item, nothing is
+// purged, and the backup waits for an operator (TarballReplaced).
+func TestSwapBetweenCheckAndGETIsRefusedBeforeAnyPlugin(t *testing.T) {
+	for _, kind := range []string{"file", "s3"} {
+		t.Run(kind, func(t *testing.T) {
+			storage := ""
+			if kind == "s3" {
+				storage = s3test.Start(t)
+			}
+			orig, twin := twins(t)
+			var swapper *swapBeforeGET
+			e := newEnvWithHook(t, storage, func(c *deletion.Config) {
+				swapper = &swapBeforeGET{Store: c.Blobs, key: backup.StorageKey("twin"), swap: twin}
+				c.Locations = blobstore.NewLocations(swapper, nil)
+			})
+			e.addRawBackup("twin", orig, nil)
+			swapper.armed.Store(true)
+
+			_, err := e.del.Delete(e.ctx, "twin", deletion.Options{})
+			require.ErrorIs(t, err, deletion.ErrTarballReplaced)
+			require.ErrorIs(t, err, blobstore.ErrVersionMismatch)
+			require.ErrorContains(t, err, "no plugin runs")
+			require.NotContains(t, err.Error(), "\n")
+			require.False(t, swapper.armed.Load(), "the swap happened")
+			require.Empty(t, e.lines(), "no plugin saw an item of the impostor")
+			_, err = e.blobs.Stat(e.ctx, backup.StorageKey("twin"))
+			require.NoError(t, err, "nothing purged")
+			c := condition(e.backup("twin").Resource, backup.ConditionTarballReplaced)
+			require.NotNil(t, c)
+			require.Equal(t, "True", c.Status)
+		})
+	}
 }
