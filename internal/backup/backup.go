@@ -34,7 +34,7 @@ type Spec struct {
 	Digest string `json:"digest"`
 	// StorageVersion is the stored tarball's identity at registration
 	// (s3://: its ETag, and VersionId where the bucket keeps versions;
-	// file://: its modification time, inode and device). A deletion
+	// file://: its modification time and inode). A deletion
 	// refuses a tarball whose identity differs before any plugin runs,
 	// and pins its one read to it. Zero for backups registered before it
 	// was recorded: those rely on the size, and the digest checked at the

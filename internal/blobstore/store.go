@@ -177,7 +177,7 @@ func (s *store) Stat(ctx context.Context, key string) (Attributes, error) {
 // opens is that version. On s3:// the GET carries If-Match with v's ETag
 // (and a resumed download stays pinned to it), and the VersionId the GET
 // returns must be v's when v records one; on file:// the opened file's
-// modification time, inode and device must be v's. The zero v pins
+// modification time and inode must be v's. The zero v pins
 // nothing: OpenVersion is Open.
 func (s *store) OpenVersion(ctx context.Context, key string, v Version) (io.ReadCloser, error) {
 	if v.IsZero() {

@@ -15,13 +15,14 @@ var ErrVersionMismatch = errors.New("blobstore: object changed")
 // object written at the same key gets a new one, even with the same size.
 // On s3:// it is the ETag, and the VersionId where the bucket keeps
 // versions; on file:// the modification time in nanoseconds and the
-// file's inode and device. The zero Version pins nothing.
+// file's inode (not its device: the device number of a shared (NFS)
+// folder differs between the hosts that mount it). The zero Version pins
+// nothing.
 type Version struct {
 	ETag      string `json:"etag,omitempty"`
 	VersionID string `json:"versionId,omitempty"`
 	ModTimeNs int64  `json:"modTimeNs,omitempty"`
 	Inode     uint64 `json:"inode,omitempty"`
-	Device    uint64 `json:"device,omitempty"`
 }
 
 // IsZero reports whether v records nothing.
@@ -33,8 +34,7 @@ func (v Version) Matches(found Version) bool {
 	return (v.ETag == "" || v.ETag == found.ETag) &&
 		(v.VersionID == "" || v.VersionID == found.VersionID) &&
 		(v.ModTimeNs == 0 || v.ModTimeNs == found.ModTimeNs) &&
-		(v.Inode == 0 || v.Inode == found.Inode) &&
-		(v.Device == 0 || v.Device == found.Device)
+		(v.Inode == 0 || v.Inode == found.Inode)
 }
 
 // String names the fields v records, for messages.
@@ -49,8 +49,8 @@ func (v Version) String() string {
 	if v.ModTimeNs != 0 {
 		parts = append(parts, fmt.Sprintf("mtime %dns", v.ModTimeNs))
 	}
-	if v.Inode != 0 || v.Device != 0 {
-		parts = append(parts, fmt.Sprintf("inode %d on device %d", v.Inode, v.Device))
+	if v.Inode != 0 {
+		parts = append(parts, fmt.Sprintf("inode %d", v.Inode))
 	}
 	if len(parts) == 0 {
 		return "no version"
@@ -61,7 +61,7 @@ func (v Version) String() string {
 // fileVersion is the Version of a file:// object.
 func fileVersion(fi os.FileInfo) Version {
 	v := Version{ModTimeNs: fi.ModTime().UnixNano()}
-	v.Inode, v.Device = fileID(fi)
+	v.Inode = fileInode(fi)
 	return v
 }
 

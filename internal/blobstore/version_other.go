@@ -4,6 +4,6 @@ package blobstore
 
 import "os"
 
-// fileID is zero where the platform reports no inode: the modification
+// fileInode is zero where the platform reports no inode: the modification
 // time alone identifies a file.
-func fileID(os.FileInfo) (ino, dev uint64) { return 0, 0 }
+func fileInode(os.FileInfo) uint64 { return 0 }

@@ -7,10 +7,10 @@ import (
 	"syscall"
 )
 
-// fileID is the file's inode and device.
-func fileID(fi os.FileInfo) (ino, dev uint64) {
+// fileInode is the file's inode number.
+func fileInode(fi os.FileInfo) uint64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Ino), uint64(st.Dev) //nolint:unconvert // int32 on some platforms
+		return uint64(st.Ino) //nolint:unconvert // not uint64 on every platform
 	}
-	return 0, 0
+	return 0
 }
