@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
 )
 
@@ -31,6 +32,14 @@ type Spec struct {
 	// Size is the tarball's size in bytes; Digest its sha256, hex.
 	Size   int64  `json:"size"`
 	Digest string `json:"digest"`
+	// StorageVersion is the stored tarball's identity at registration
+	// (s3://: its ETag, and VersionId where the bucket keeps versions;
+	// file://: its modification time and inode). A deletion
+	// refuses a tarball whose identity differs before any plugin runs,
+	// and pins its one read to it. Zero for backups registered before it
+	// was recorded: those rely on the size, and the digest checked at the
+	// end of the deletion's pass.
+	StorageVersion blobstore.Version `json:"storageVersion,omitzero"`
 	// Items is the number of unique items in the tarball.
 	Items int64 `json:"items"`
 	// CopyOnlyItems counts items present only as versioned copies; when

@@ -18,6 +18,8 @@ type Attributes struct {
 	Key     string
 	Size    int64
 	ModTime time.Time
+	// Version is the object's identity (Stat only; List leaves it zero).
+	Version Version
 }
 
 // Store is a flat key space of objects. Keys use "/" separators.
@@ -26,6 +28,9 @@ type Store interface {
 	Put(ctx context.Context, key string, r io.Reader) error
 	// Open streams the object. ErrNotFound if missing.
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	// OpenVersion is Open pinned to a version Stat reported: it fails
+	// with ErrVersionMismatch if another object is at key now.
+	OpenVersion(ctx context.Context, key string, v Version) (io.ReadCloser, error)
 	Stat(ctx context.Context, key string) (Attributes, error)
 	// Delete removes the object. Deleting a missing key returns ErrNotFound.
 	Delete(ctx context.Context, key string) error

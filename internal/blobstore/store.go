@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 )
@@ -153,7 +155,85 @@ func (s *store) Stat(ctx context.Context, key string) (Attributes, error) {
 	if err != nil {
 		return Attributes{}, wrapErr("stat", key, err)
 	}
-	return Attributes{Key: key, Size: a.Size, ModTime: a.ModTime}, nil
+	out := Attributes{Key: key, Size: a.Size, ModTime: a.ModTime}
+	switch s.kind {
+	case kindS3:
+		out.Version.ETag = a.ETag
+		var head s3.HeadObjectOutput
+		if a.As(&head) {
+			out.Version.VersionID = aws.ToString(head.VersionId)
+		}
+	case kindFile:
+		var fi os.FileInfo
+		if a.As(&fi) {
+			out.Version = fileVersion(fi)
+		}
+	}
+	return out, nil
+}
+
+// OpenVersion is Open pinned to the version v: the read is refused with
+// ErrVersionMismatch, before any byte is returned, unless the object it
+// opens is that version. On s3:// the GET carries If-Match with v's ETag
+// (and a resumed download stays pinned to it), and the VersionId the GET
+// returns must be v's when v records one; on file:// the opened file's
+// modification time and inode must be v's. The zero v pins
+// nothing: OpenVersion is Open.
+func (s *store) OpenVersion(ctx context.Context, key string, v Version) (io.ReadCloser, error) {
+	if v.IsZero() {
+		return s.Open(ctx, key)
+	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	opts := &blob.ReaderOptions{
+		BeforeRead: func(as func(any) bool) error {
+			var in *s3.GetObjectInput
+			if s.kind == kindS3 && v.ETag != "" && as(&in) {
+				in.IfMatch = aws.String(v.ETag)
+			}
+			var f *os.File
+			if s.kind == kindFile && as(&f) {
+				fi, err := f.Stat()
+				if err != nil {
+					return err
+				}
+				if found := fileVersion(fi); !v.Matches(found) {
+					return mismatch(key, v, found)
+				}
+			}
+			return nil
+		},
+	}
+	r, err := s.bucket.NewReader(ctx, key, opts)
+	if errors.Is(err, ErrVersionMismatch) {
+		return nil, err
+	}
+	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		// If-Match failed: another object is at key now.
+		found := Version{}
+		if a, serr := s.Stat(ctx, key); serr == nil {
+			found = a.Version
+		}
+		return nil, mismatch(key, v, found)
+	}
+	if err != nil {
+		return nil, wrapErr("open", key, err)
+	}
+	if s.kind != kindS3 {
+		return r, nil
+	}
+	// Whatever the server made of If-Match, the object it sent must be
+	// the pinned one.
+	var out s3.GetObjectOutput
+	if r.As(&out) {
+		found := Version{ETag: aws.ToString(out.ETag), VersionID: aws.ToString(out.VersionId)}
+		if !(Version{ETag: v.ETag, VersionID: v.VersionID}).Matches(found) {
+			_ = r.Close()
+			return nil, mismatch(key, v, found)
+		}
+	}
+	return newResumingReader(ctx, s.bucket, key, r), nil
 }
 
 // Delete removes key; ErrNotFound if it does not exist.

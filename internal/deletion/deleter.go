@@ -515,16 +515,23 @@ func (d *Deleter) get(ctx context.Context, name string) (*backup.Backup, error) 
 
 // validate checks the tarball before anything changes, in the storage
 // location the backup recorded, without reading it when it can: the one
-// read of a deletion is the pass that feeds the plugins, which hashes as it
-// streams and checks the digest at the end, before anything is purged (see
+// read of a deletion is the pass that feeds the plugins, which is pinned
+// to the object registered (see openItems), hashes as it streams and
+// checks the digest at the end, before anything is purged (see
 // runPlugins).
 //
-// A backup registered with a digest must find an object of the recorded
-// size at its key; one of another size is refused with ErrTarballReplaced
-// before any plugin runs, whatever it contains (its items are not this
-// backup's): only then is it read, to name its digest in the error. A
-// backup registered without a digest has its tarball validated in full
-// (one more read), and a hostile one refused. A missing tarball is
+// A backup registered with a digest must find, at its key, an object of
+// the recorded size and, when one was recorded, of the recorded storage
+// identity (backup.Spec.StorageVersion: an S3 ETag, a file's mtime and
+// inode), so that an object put in its place, even of the same size, is
+// noticed before any plugin runs. Any other object is read, pinned to the
+// identity found: with another sha256 it is refused with
+// ErrTarballReplaced, whatever it contains (its items are not this
+// backup's); with the registered sha256 it is the registered tarball put
+// back (copied, restored), and the run goes on pinned to the identity
+// found, which replaces the recorded one in b (in memory). A backup
+// registered without a digest has its tarball validated in full (one
+// more read), and a hostile one refused. A missing tarball is
 // ErrTarballMissing.
 func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summary, error) {
 	bl, err := d.blobsFor(ctx, b)
@@ -535,6 +542,8 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 	missing := func() error {
 		return fmt.Errorf("backup %s: %w: %s is gone from storage; no plugin can run on its items", b.Name(), ErrTarballMissing, where)
 	}
+	registered := &archive.Summary{Items: b.Spec.Items, Digest: b.Spec.Digest, CopyOnlyItems: b.Spec.CopyOnlyItems}
+	var found blobstore.Version
 	if b.Spec.Digest != "" {
 		a, err := bl.Stat(ctx, b.Spec.StorageKey)
 		if errors.Is(err, blobstore.ErrNotFound) {
@@ -543,13 +552,18 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 		if err != nil {
 			return nil, fmt.Errorf("backup %s: %w", b.Name(), err)
 		}
-		if b.Spec.Size <= 0 || a.Size == b.Spec.Size {
-			return &archive.Summary{Items: b.Spec.Items, Digest: b.Spec.Digest, CopyOnlyItems: b.Spec.CopyOnlyItems}, nil
+		if (b.Spec.Size <= 0 || a.Size == b.Spec.Size) && b.Spec.StorageVersion.Matches(a.Version) {
+			return registered, nil
 		}
+		found = a.Version
 	}
-	rc, err := bl.Open(ctx, b.Spec.StorageKey)
+	rc, err := bl.OpenVersion(ctx, b.Spec.StorageKey, found)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return nil, missing()
+	}
+	if errors.Is(err, blobstore.ErrVersionMismatch) {
+		return nil, fmt.Errorf("backup %s: %w: %s changed since registration, and again while it was checked (%w); "+
+			"its items may not be this backup's, so no plugin runs and nothing changed", b.Name(), ErrTarballReplaced, where, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", b.Name(), err)
@@ -566,10 +580,12 @@ func (d *Deleter) validate(ctx context.Context, b *backup.Backup) (*archive.Summ
 	if _, err := io.CopyBuffer(h, rc, make([]byte, 1<<20)); err != nil {
 		return nil, fmt.Errorf("backup %s: reading tarball %s: %w", b.Name(), where, err)
 	}
-	if found := hex.EncodeToString(h.Sum(nil)); found != b.Spec.Digest {
-		return nil, d.replaced(b, where, found)
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != b.Spec.Digest {
+		return nil, d.replaced(b, where, sum)
 	}
-	return &archive.Summary{Items: b.Spec.Items, Digest: b.Spec.Digest, CopyOnlyItems: b.Spec.CopyOnlyItems}, nil
+	// The registered bytes, in another object: the run reads that one.
+	b.Spec.StorageVersion = found
+	return registered, nil
 }
 
 // replaced is the ErrTarballReplaced error for a tarball whose sha256 is
@@ -635,7 +651,14 @@ func (d *Deleter) openItems(ctx context.Context, b *backup.Backup, sum *archive.
 	if err != nil {
 		return nil, nil, err
 	}
-	rc, err := bl.Open(ctx, b.Spec.StorageKey)
+	// Pinned to the object registered: one swapped in since validate
+	// looked is refused here, before any item reaches a plugin.
+	rc, err := bl.OpenVersion(ctx, b.Spec.StorageKey, b.Spec.StorageVersion)
+	if errors.Is(err, blobstore.ErrVersionMismatch) {
+		return nil, nil, fmt.Errorf("backup %s: %w: %s changed since registration: %w; "+
+			"its items may not be this backup's, so no plugin runs and nothing changed",
+			b.Name(), ErrTarballReplaced, blobstore.ObjectURL(bl.URL(), b.Spec.StorageKey), err)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -94,6 +94,13 @@ func newEnvWithLogger(t *testing.T, logger hclog.Logger) *env {
 
 func newEnvWith(t *testing.T, storageURL string, logger hclog.Logger) *env {
 	t.Helper()
+	return newEnvWithHook(t, storageURL, func(c *deletion.Config) { c.Logger = logger })
+}
+
+// newEnvWithHook is newEnvWithStorage with hook applied to the deleter's
+// configuration.
+func newEnvWithHook(t *testing.T, storageURL string, hook func(*deletion.Config)) *env {
+	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, ctx: context.Background(), record: filepath.Join(dir, "record.tsv"), blockDir: filepath.Join(dir, "locks"), now: time.Now().UTC()}
 	require.NoError(t, os.MkdirAll(e.blockDir, 0o750))
@@ -109,7 +116,10 @@ func newEnvWith(t *testing.T, storageURL string, logger hclog.Logger) *env {
 		PluginEnv:  e.pluginEnv,
 		StorageURL: storageURL,
 		Catalog:    &catalog.Config{Now: e.clock},
-		Deletion:   func(c *deletion.Config) { c.CheckpointEvery, c.Logger = 50, logger },
+		Deletion: func(c *deletion.Config) {
+			c.CheckpointEvery = 50
+			hook(c)
+		},
 	})
 	e.pe, e.store, e.blobs, e.host, e.del = pe, pe.Store, pe.Blobs, pe.Host, pe.Deleter
 	return e

@@ -7,10 +7,14 @@
 // and purged in, the storage location the backup recorded, once per run:
 // the pass that feeds the plugins hashes it as it streams and checks the
 // registered digest at the end, before anything is purged. A tarball that
-// is missing, or of another size than registered, stops the deletion
-// before any plugin runs; one of the same size whose digest differs stops
-// it at the end of the pass, with the run's progress rewound so that no
-// item is skipped. The audited abandon path (Options.ForcePurge) purges
+// is missing, of another size, or another object than the one registered
+// (its storage identity, Spec.StorageVersion: an S3 ETag, a file's mtime
+// and inode) stops the deletion before any plugin runs, unless one read
+// proves it holds the registered bytes; the pass's read is pinned to that
+// identity, so a swap after the check stops it before any item is sent.
+// For a backup registered before the identity was recorded, a same-size
+// tarball whose digest differs stops it at the end of the pass, with the
+// run's progress rewound so that no item is skipped. The audited abandon path (Options.ForcePurge) purges
 // either without plugins.
 //
 // It stands on the catalog, blob storage, archive and plugin host

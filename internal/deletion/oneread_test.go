@@ -2,6 +2,9 @@ package deletion_test
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/blobstore/s3test"
+	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 )
 
@@ -85,20 +89,73 @@ func TestBrokenDownloadResumesOrStopsWithProgressSaved(t *testing.T) {
 	require.Len(t, seen, 3000*2+1000, "every item reached every plugin that selects it")
 }
 
-// TestSameSizeImpostorIsCaughtAtTheEndOfThePass: a tarball replaced by an
-// object of the same size passes the check before the run (which reads
-// nothing), but the digest of the one streaming pass refuses it before
-// anything is purged, and the watermark goes back so that the next run
-// over the registered tarball skips no item.
-func TestSameSizeImpostorIsCaughtAtTheEndOfThePass(t *testing.T) {
-	e := newEnv(t)
+// TestSameSizeImpostorIsRefusedBeforeAnyPlugin: a tarball replaced by an
+// object of the same size (the same items, another gzip header) has
+// another storage identity (an S3 ETag; a file's mtime and inode) than
+// the one pinned at registration: it is refused before any plugin sees an
+// item, with one line, and nothing changes. The registered bytes put back
+// (a new object, so a new identity) are recognised by their sha256, and
+// the deletion completes.
+func TestSameSizeImpostorIsRefusedBeforeAnyPlugin(t *testing.T) {
+	for _, kind := range []string{"file", "s3"} {
+		t.Run(kind, func(t *testing.T) {
+			storage := ""
+			if kind == "s3" {
+				storage = s3test.Start(t)
+			}
+			e := newEnvWithStorage(t, storage)
+			orig, twin := twins(t)
+			e.addRawBackup("twin", orig, nil)
+			require.False(t, e.backup("twin").Spec.StorageVersion.IsZero(), "registration pins the object's identity")
+			require.NoError(t, e.blobs.Put(e.ctx, backup.StorageKey("twin"), bytes.NewReader(twin)))
+
+			p, err := e.del.Plan(e.ctx, "twin", deletion.Options{})
+			require.NoError(t, err)
+			require.Contains(t, p.Rejected, deletion.ErrTarballReplaced.Error(), "a dry run reports it")
+			_, err = e.del.Delete(e.ctx, "twin", deletion.Options{})
+			require.ErrorIs(t, err, deletion.ErrTarballReplaced)
+			require.ErrorContains(t, err, "no plugin runs and nothing changed")
+			require.NotContains(t, err.Error(), "\n")
+			require.Empty(t, e.lines(), "no plugin saw an item")
+			b := e.backup("twin")
+			require.Equal(t, catalog.PhaseActive, b.Resource.Phase, "nothing changed")
+			c := condition(b.Resource, backup.ConditionTarballReplaced)
+			require.NotNil(t, c)
+			require.Equal(t, "True", c.Status)
+
+			require.NoError(t, e.blobs.Put(e.ctx, backup.StorageKey("twin"), bytes.NewReader(orig)))
+			rep, err := e.del.Delete(e.ctx, "twin", deletion.Options{})
+			require.NoError(t, err)
+			require.Equal(t, deletion.ResultPurged, rep.Result)
+			e.requirePurged("twin")
+			require.Len(t, e.lines(), 300*2+100)
+		})
+	}
+}
+
+// twins are two tarballs of the same size and items, with other digests
+// (another gzip header mtime).
+func twins(t *testing.T) (orig, twin []byte) {
+	t.Helper()
 	var buf bytes.Buffer
 	require.NoError(t, archivetest.Write(&buf, items(300), archivetest.Options{}))
-	orig := buf.Bytes()
-	e.addRawBackup("twin", orig, nil)
-	// The same items, with another gzip header mtime: same size, other digest.
-	twin := bytes.Clone(orig)
+	orig = buf.Bytes()
+	twin = bytes.Clone(orig)
 	twin[4] ^= 0xff
+	return orig, twin
+}
+
+// TestSameSizeImpostorIsCaughtAtTheEndOfThePass: a backup registered
+// before Lethe pinned the tarball's identity has only its size checked
+// before the run; the digest of the one streaming pass is the second line
+// of defence: it refuses a same-size impostor before anything is purged,
+// and the watermark goes back so that the next run over the registered
+// tarball skips no item.
+func TestSameSizeImpostorIsCaughtAtTheEndOfThePass(t *testing.T) {
+	e := newEnv(t)
+	orig, twin := twins(t)
+	e.addRawBackup("twin", orig, nil)
+	unpin(t, e, "twin")
 	require.NoError(t, e.blobs.Put(e.ctx, backup.StorageKey("twin"), bytes.NewReader(twin)))
 
 	_, err := e.del.Delete(e.ctx, "twin", deletion.Options{})
@@ -116,4 +173,73 @@ func TestSameSizeImpostorIsCaughtAtTheEndOfThePass(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, deletion.ResultPurged, rep.Result)
 	e.requirePurged("twin")
+}
+
+// unpin makes the backup name look registered before Lethe recorded the
+// tarball's storage identity.
+func unpin(t *testing.T, e *env, name string) {
+	t.Helper()
+	b := e.backup(name)
+	b.Spec.StorageVersion = blobstore.Version{}
+	require.NoError(t, b.Encode())
+	_, err := e.store.Update(e.ctx, b.Resource)
+	require.NoError(t, err)
+}
+
+// swapBeforeGET is the real storage, but once armed, the first pinned
+// open of key first puts swap at key: a deterministic stand-in for another
+// writer replacing the tarball after the check before the run and before
+// the run's GET (a real race cannot be timed in a test).
+type swapBeforeGET struct {
+	blobstore.Store
+	key   string
+	swap  []byte
+	armed atomic.Bool
+}
+
+func (s *swapBeforeGET) OpenVersion(ctx context.Context, key string, v blobstore.Version) (io.ReadCloser, error) {
+	if key == s.key && s.armed.CompareAndSwap(true, false) {
+		if err := s.Store.Put(ctx, key, bytes.NewReader(s.swap)); err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.OpenVersion(ctx, key, v)
+}
+
+// TestSwapBetweenCheckAndGETIsRefusedBeforeAnyPlugin: a same-size
+// impostor put in place after the check before the run has looked, and
+// before the run's one GET, is refused by the GET itself, pinned to the
+// identity recorded at registration (S3: If-Match on the ETag; file://:
+// the opened file's mtime and inode): no plugin sees an item, nothing is
+// purged, and the backup waits for an operator (TarballReplaced).
+func TestSwapBetweenCheckAndGETIsRefusedBeforeAnyPlugin(t *testing.T) {
+	for _, kind := range []string{"file", "s3"} {
+		t.Run(kind, func(t *testing.T) {
+			storage := ""
+			if kind == "s3" {
+				storage = s3test.Start(t)
+			}
+			orig, twin := twins(t)
+			var swapper *swapBeforeGET
+			e := newEnvWithHook(t, storage, func(c *deletion.Config) {
+				swapper = &swapBeforeGET{Store: c.Blobs, key: backup.StorageKey("twin"), swap: twin}
+				c.Locations = blobstore.NewLocations(swapper, nil)
+			})
+			e.addRawBackup("twin", orig, nil)
+			swapper.armed.Store(true)
+
+			_, err := e.del.Delete(e.ctx, "twin", deletion.Options{})
+			require.ErrorIs(t, err, deletion.ErrTarballReplaced)
+			require.ErrorIs(t, err, blobstore.ErrVersionMismatch)
+			require.ErrorContains(t, err, "no plugin runs")
+			require.NotContains(t, err.Error(), "\n")
+			require.False(t, swapper.armed.Load(), "the swap happened")
+			require.Empty(t, e.lines(), "no plugin saw an item of the impostor")
+			_, err = e.blobs.Stat(e.ctx, backup.StorageKey("twin"))
+			require.NoError(t, err, "nothing purged")
+			c := condition(e.backup("twin").Resource, backup.ConditionTarballReplaced)
+			require.NotNil(t, c)
+			require.Equal(t, "True", c.Status)
+		})
+	}
 }

@@ -458,6 +458,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 
 	ar, closeItems, err := d.openItems(ctx, b, sum)
 	if err != nil {
+		d.noteTarball(ctx, b, err, opts)
 		return false, err
 	}
 	defer closeItems()

@@ -196,9 +196,20 @@ func (g *Registry) Create(ctx context.Context, req Request) (*Result, error) {
 		_ = bl.Delete(context.WithoutCancel(ctx), key)
 		return nil, fmt.Errorf("storing tarball: %w", err)
 	}
+	// The stored object's identity, pinned for deletions (see
+	// backup.Spec.StorageVersion).
+	stored, err := bl.Stat(ctx, key)
+	if err != nil {
+		_ = bl.Delete(context.WithoutCancel(ctx), key)
+		return nil, fmt.Errorf("storing tarball: %w", err)
+	}
+	if stored.Size != size {
+		_ = bl.Delete(context.WithoutCancel(ctx), key)
+		return nil, fmt.Errorf("storing tarball: %s/%s holds %d bytes after the upload, not %d", bl.URL(), key, stored.Size, size)
+	}
 	now := g.cfg.Now().UTC()
 	res := &catalog.Resource{Kind: backup.Kind, Name: name, Labels: req.Labels, Annotations: req.Annotations}
-	b := &backup.Backup{Resource: res, Spec: g.spec(key, size, sc)}
+	b := &backup.Backup{Resource: res, Spec: g.spec(key, size, stored.Version, sc)}
 	if req.TTL > 0 {
 		exp := now.Add(req.TTL)
 		b.Spec.TTL, b.Spec.ExpiresAt = backup.Duration(req.TTL), &exp
@@ -222,9 +233,10 @@ func (g *Registry) Create(ctx context.Context, req Request) (*Result, error) {
 }
 
 // spec is what registration records about a validated tarball.
-func (g *Registry) spec(key string, size int64, sc *scanned) backup.Spec {
+func (g *Registry) spec(key string, size int64, v blobstore.Version, sc *scanned) backup.Spec {
 	return backup.Spec{
-		StorageKey: key, Size: size, Digest: sc.sum.Digest, Items: sc.sum.Items, CopyOnlyItems: sc.sum.CopyOnlyItems,
+		StorageKey: key, Size: size, Digest: sc.sum.Digest, StorageVersion: v,
+		Items: sc.sum.Items, CopyOnlyItems: sc.sum.CopyOnlyItems,
 		StorageLocation: g.cfg.Blobs.URL(), ExpectedPlugins: sc.expected,
 	}
 }

@@ -119,6 +119,10 @@ func TestCreateRecordsExpectedPlugins(t *testing.T) {
 	require.Equal(t, e.Blobs.URL(), b.Spec.StorageLocation)
 	require.Equal(t, "backups/nightly/nightly.tar.gz", b.Spec.StorageKey)
 	require.NotNil(t, b.Spec.ExpiresAt)
+	stored, err := e.Blobs.Stat(e.Ctx, b.Spec.StorageKey)
+	require.NoError(t, err)
+	require.False(t, b.Spec.StorageVersion.IsZero(), "the stored object's identity is pinned")
+	require.Equal(t, stored.Version, b.Spec.StorageVersion)
 	got := map[string]int64{}
 	for name, ep := range b.Spec.ExpectedPlugins {
 		got[name] = ep.Items
@@ -363,5 +367,10 @@ func TestSyncFilter(t *testing.T) {
 		require.Equal(t, e.Blobs.URL(), b.Spec.StorageLocation)
 		require.EqualValues(t, 4, b.Spec.ExpectedPlugins[pluginC].Items, name)
 		require.Equal(t, key, r.Annotations[registry.AnnotationImportedFrom])
+		stored, err := e.Blobs.Stat(ctx, key)
+		require.NoError(t, err)
+		require.False(t, b.Spec.StorageVersion.IsZero(), "the imported object's identity is pinned")
+		require.Equal(t, stored.Version, b.Spec.StorageVersion, name)
+		require.Equal(t, stored.Size, b.Spec.Size, name)
 	}
 }

@@ -180,8 +180,18 @@ func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, op
 	} else {
 		res.Warning = WarningNoMetadata
 	}
-	key, size := f.tarball.Key, f.tarball.Size
-	rc, err := g.cfg.Blobs.Open(ctx, key)
+	key := f.tarball.Key
+	// The identity recorded is the one of the object scanned: the read is
+	// pinned to what Stat reported.
+	a, err := g.cfg.Blobs.Stat(ctx, key)
+	if err != nil {
+		return err
+	}
+	rc, err := g.cfg.Blobs.OpenVersion(ctx, key, a.Version)
+	if errors.Is(err, blobstore.ErrVersionMismatch) {
+		res.Action, res.Reason = SyncRejected, "the tarball changed while it was being read; run the sync again"
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -198,7 +208,7 @@ func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, op
 	}
 	b := &backup.Backup{
 		Resource: &catalog.Resource{Kind: backup.Kind, Name: res.Name, Annotations: map[string]string{AnnotationImportedFrom: key}},
-		Spec:     g.spec(key, size, sc),
+		Spec:     g.spec(key, a.Size, a.Version, sc),
 	}
 	if meta != nil {
 		applyMetadata(b, meta, f.metadata.Key)

@@ -46,6 +46,7 @@ func Run(t *testing.T, newURL func(t *testing.T) string) {
 		{"EmptyObject", testEmptyObject},
 		{"NotFound", testNotFound},
 		{"Overwrite", testOverwrite},
+		{"PinnedOpen", testPinnedOpen},
 		{"Delete", testDelete},
 		{"List", testList},
 		{"PrefixIsolation", testPrefixIsolation},
@@ -173,6 +174,51 @@ func testOverwrite(t *testing.T, base string) {
 	require.NoError(t, err)
 	require.EqualValues(t, len("second"), a.Size)
 	require.Equal(t, []string{"k"}, keys(t, s, ""))
+}
+
+// testPinnedOpen: an object put in the place of another of the same size
+// has another Version, and a read pinned to the first one is refused
+// before any byte is read; the zero Version pins nothing.
+func testPinnedOpen(t *testing.T, base string) {
+	s := open(t, base)
+	ctx := t.Context()
+	const key = "backups/p/p.tar.gz"
+	put(t, s, key, "registered bytes")
+	first, err := s.Stat(ctx, key)
+	require.NoError(t, err)
+	require.False(t, first.Version.IsZero(), "Stat reports the object's identity")
+	require.True(t, first.Version.Matches(first.Version))
+	rc, err := s.OpenVersion(ctx, key, first.Version)
+	require.NoError(t, err)
+	got, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	require.Equal(t, "registered bytes", string(got))
+
+	put(t, s, key, "an impostor same")
+	second, err := s.Stat(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, first.Size, second.Size)
+	require.False(t, first.Version.Matches(second.Version), "same size, another object: %s vs %s", first.Version, second.Version)
+	_, err = s.OpenVersion(ctx, key, first.Version)
+	require.ErrorIs(t, err, blobstore.ErrVersionMismatch)
+	require.Contains(t, err.Error(), key)
+	rc, err = s.OpenVersion(ctx, key, second.Version)
+	require.NoError(t, err)
+	got, err = io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	require.Equal(t, "an impostor same", string(got))
+	require.Equal(t, "an impostor same", func() string {
+		rc, err := s.OpenVersion(ctx, key, blobstore.Version{})
+		require.NoError(t, err)
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		require.NoError(t, err)
+		return string(b)
+	}())
+	_, err = s.OpenVersion(ctx, "missing", first.Version)
+	require.ErrorIs(t, err, blobstore.ErrNotFound)
 }
 
 func testDelete(t *testing.T, base string) {
