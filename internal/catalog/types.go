@@ -248,6 +248,11 @@ type WorkItem struct {
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"lastError,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
+	// TakenOverFrom is set on the item a claim (Claim, ClaimKey) returns
+	// when the claim took over a lease another holder let expire without
+	// releasing it (a dead or stalled process): that holder. It is not
+	// stored.
+	TakenOverFrom string `json:"takenOverFrom,omitempty"`
 }
 
 // Fence names one claim of a work item: the item's ID and the Epoch the

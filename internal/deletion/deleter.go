@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -149,6 +150,20 @@ type Deleter struct {
 	// ownLocations is set when New made cfg.Locations.
 	ownLocations bool
 	hooks        testHooks
+	// onTakeover, when set, is told of each claim that took over a lease
+	// another holder let expire (see OnTakeover).
+	onTakeover atomic.Pointer[func(w *catalog.WorkItem)]
+}
+
+// OnTakeover sets fn to be told of each claim of a deletion that took
+// over a lease another holder let expire, or left behind when it died
+// (the server counts them in lethe_lease_takeovers_total).
+func (d *Deleter) OnTakeover(fn func(w *catalog.WorkItem)) { d.onTakeover.Store(&fn) }
+
+func (d *Deleter) tookOver(w *catalog.WorkItem) {
+	if fn := d.onTakeover.Load(); fn != nil && w != nil && w.TakenOverFrom != "" {
+		(*fn)(w)
+	}
 }
 
 // testHooks let tests step the pipeline deterministically; all nil in

@@ -82,6 +82,9 @@ func (d *Deleter) claim(ctx context.Context, uid string) (*catalog.WorkItem, err
 	w, err := d.cfg.Store.ClaimKey(ctx, Queue, uid, d.cfg.Holder, d.cfg.LeaseTTL)
 	var held *catalog.LeaseHeldError
 	if !errors.As(err, &held) || !deadLocalHolder(held.Holder) {
+		if err == nil {
+			d.tookOver(w)
+		}
 		return w, err
 	}
 	cur, gerr := d.cfg.Store.GetWork(ctx, Queue, uid)
@@ -95,5 +98,10 @@ func (d *Deleter) claim(ctx context.Context, uid string) (*catalog.WorkItem, err
 	if rerr := d.cfg.Store.Release(ctx, cur.Fence(), d.now(), "holder "+held.Holder+" died"); rerr != nil && !errors.Is(rerr, catalog.ErrLeaseLost) {
 		return nil, rerr
 	}
-	return d.cfg.Store.ClaimKey(ctx, Queue, uid, d.cfg.Holder, d.cfg.LeaseTTL)
+	w, err = d.cfg.Store.ClaimKey(ctx, Queue, uid, d.cfg.Holder, d.cfg.LeaseTTL)
+	if err == nil {
+		w.TakenOverFrom = held.Holder
+		d.tookOver(w)
+	}
+	return w, err
 }

@@ -116,6 +116,13 @@ func TestFleet(t *testing.T) {
 	require.NoError(t, victim.p.cmd.Process.Signal(syscall.SIGKILL))
 	<-victim.p.done
 	t.Logf("SIGKILLed the leader %s (%s), term %d", victim.name, first.Holder, first.Term)
+	// A deletion the victim still holds can only finish by a takeover.
+	orphaned := false
+	items, err := st.ListWork(ctx, deletion.Queue)
+	require.NoError(t, err)
+	for _, w := range items {
+		orphaned = orphaned || w.Holder == first.Holder
+	}
 
 	// A new leader takes over once the lease expires.
 	second := waitLeader(ctx, t, st, first.Holder)
@@ -166,6 +173,13 @@ func TestFleet(t *testing.T) {
 	}
 	require.Positive(t, messages["deletion started"], "%v", messages)
 	require.Positive(t, messages["deletion ended"], "%v", messages)
+	if orphaned {
+		// Counted in lethe_lease_takeovers_total{lease="deletion"} too
+		// (internal/server's TestDeletionLeaseTakeoverIsCounted).
+		require.Positive(t, messages["took over the lease of a deletion"], "the killed leader's deletion: %v", messages)
+	} else {
+		t.Logf("the killed leader held no deletion when it died")
+	}
 
 	// Every backup purged exactly once.
 	for _, n := range names {

@@ -203,3 +203,34 @@ func TestIdleWorkersAreWokenNotPolled(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// TestDeletionLeaseTakeoverIsCounted: a deletion whose lease a stalled
+// replica let expire is taken over by a worker, purged, and counted in
+// lethe_lease_takeovers_total{lease="deletion"}.
+func TestDeletionLeaseTakeoverIsCounted(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.add(t, "stalled", nil, nil)
+	_, err := e.del.Delete(catalog.WithActor(ctx, "test"), "stalled", deletion.Options{Async: true})
+	require.NoError(t, err)
+	r, err := e.st.Get(ctx, backup.Key("stalled"))
+	require.NoError(t, err)
+	// Another replica claims the deletion and stalls: it never renews
+	// nor releases its short lease.
+	_, err = e.st.ClaimKey(ctx, deletion.Queue, r.UID, "stalled-replica pid 1", 200*time.Millisecond)
+	require.NoError(t, err)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, MetricsListener: ln, PollInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	e.waitPurged(t, "stalled")
+
+	_, body := get(t, "http://"+ln.Addr().String()+"/metrics")
+	require.Contains(t, body, `lethe_lease_takeovers_total{lease="deletion"} 1`)
+	cancel()
+	require.NoError(t, <-done)
+}

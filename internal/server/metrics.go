@@ -61,12 +61,13 @@ func newMetrics(s *Server) *metrics {
 		}),
 		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lethe_lease_takeovers_total",
-			Help: "Leases this replica took over after their holder let them expire without resigning (lease=leader).",
+			Help: "Leases this replica took over after their holder (a dead or stalled replica) let them expire without resigning or releasing them: lease=leader, or lease=deletion (one backup's deletion).",
 		}, []string{"lease"}),
 		catalog: &catalogCollector{s: s},
 		plugins: &pluginCollector{s: s},
 	}
 	m.takeovers.WithLabelValues("leader")
+	m.takeovers.WithLabelValues("deletion")
 	for _, r := range []string{"purged", "incomplete", "error"} {
 		m.deletions.WithLabelValues(r)
 	}

@@ -180,7 +180,15 @@ func New(cfg *Config) (*Server, error) {
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.m.register(s.reg)
 	s.retryMetrics = retry.NewMetrics(s.reg)
+	c.Deleter.OnTakeover(s.tookOver)
 	return s, nil
+}
+
+// tookOver counts a claim of a deletion whose lease another holder (a
+// dead or stalled replica) let expire.
+func (s *Server) tookOver(w *catalog.WorkItem) {
+	s.m.takeovers.WithLabelValues("deletion").Inc()
+	s.log.Warn("took over the lease of a deletion", "uid", w.Key, "from", w.TakenOverFrom, "epoch", w.Epoch)
 }
 
 func b2f(b bool) float64 {
@@ -478,6 +486,9 @@ func (s *Server) work(ctx context.Context) error {
 			s.log.Error("claiming deletions", "error", err)
 		}
 		for _, w := range items {
+			if w.TakenOverFrom != "" {
+				s.tookOver(w)
+			}
 			s.runOne(ctx, w)
 		}
 		if len(items) > 0 {

@@ -619,6 +619,7 @@ func testLeases(t *testing.T, newStore NewStoreFunc) {
 	assert.Equal(t, "h1", got[0].Holder)
 	assert.True(t, got[0].LeaseExpiresAt.Equal(Epoch.Add(ttl)))
 	assert.Equal(t, 1, got[0].Attempts)
+	assert.Empty(t, got[0].TakenOverFrom, "a free item is not taken over")
 	got2, err := f.s.Claim(f.ctx, q, "h2", ttl, 10)
 	require.NoError(t, err)
 	require.Len(t, got2, 1)
@@ -653,6 +654,8 @@ func testLeases(t *testing.T, newStore NewStoreFunc) {
 	require.NoError(t, err)
 	require.Len(t, taken, 2, "both expired leases are taken over")
 	assert.Equal(t, 2, taken[0].Attempts)
+	assert.ElementsMatch(t, []string{"h1", "h2"}, []string{taken[0].TakenOverFrom, taken[1].TakenOverFrom},
+		"a claim of an expired lease says whose it was")
 	_, err = f.s.Renew(f.ctx, got[0].Fence(), ttl)
 	require.ErrorIs(t, err, catalog.ErrLeaseLost)
 	require.ErrorIs(t, f.s.Complete(f.ctx, got[0].Fence()), catalog.ErrLeaseLost)
@@ -666,6 +669,8 @@ func testLeases(t *testing.T, newStore NewStoreFunc) {
 	require.NoError(t, err, "the holder may re-claim its own item")
 	assert.Equal(t, later.Attempts, re.Attempts)
 	assert.Equal(t, later.Epoch+1, re.Epoch, "a claim by the same holder is a new claim")
+	assert.Empty(t, later.TakenOverFrom)
+	assert.Empty(t, re.TakenOverFrom, "re-claiming one's own lease is no takeover")
 	require.ErrorIs(t, f.s.Complete(f.ctx, later.Fence()), catalog.ErrLeaseLost, "the earlier claim is fenced off")
 
 	require.NoError(t, f.s.Complete(f.ctx, taken[1].Fence()))
@@ -686,6 +691,7 @@ func testLeases(t *testing.T, newStore NewStoreFunc) {
 	require.NoError(t, err)
 	require.Len(t, again2, 1)
 	assert.Equal(t, taken[0].Key, again2[0].Key)
+	assert.Empty(t, again2[0].TakenOverFrom, "a released item is not taken over")
 
 	// Complete removes the item.
 	assert.Equal(t, taken[0].Epoch+1, again2[0].Epoch, "every claim increments the epoch")
@@ -704,6 +710,22 @@ func testLeases(t *testing.T, newStore NewStoreFunc) {
 	others, err := f.s.ListWork(f.ctx, "other")
 	require.NoError(t, err)
 	assert.Len(t, others, 1)
+
+	// ClaimKey of a lease another holder let expire says whose it was;
+	// the same holder's own expired lease is no takeover.
+	_, err = f.s.Enqueue(f.ctx, catalog.WorkItem{Queue: q, Key: "k"})
+	require.NoError(t, err)
+	k1, err := f.s.ClaimKey(f.ctx, q, "k", "h6", ttl)
+	require.NoError(t, err)
+	assert.Empty(t, k1.TakenOverFrom)
+	f.clock.Advance(ttl + time.Second)
+	k2, err := f.s.ClaimKey(f.ctx, q, "k", "h7", ttl)
+	require.NoError(t, err)
+	assert.Equal(t, "h6", k2.TakenOverFrom)
+	f.clock.Advance(ttl + time.Second)
+	k3, err := f.s.ClaimKey(f.ctx, q, "k", "h7", ttl)
+	require.NoError(t, err)
+	assert.Empty(t, k3.TakenOverFrom)
 
 	_, err = f.s.Claim(f.ctx, q, "h", 0, 1)
 	require.ErrorIs(t, err, catalog.ErrInvalid)

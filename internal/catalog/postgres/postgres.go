@@ -183,7 +183,7 @@ func (b *backend) Dialect() sqlstore.Dialect {
 		// claims of the retry queue and the outbox
 		SkipLocked: " FOR UPDATE SKIP LOCKED",
 		ClaimSQL: `WITH picked AS (
-    SELECT id FROM work_items
+    SELECT id, holder AS prev_holder FROM work_items
     WHERE queue = $3 AND available_at <= $4
     ORDER BY available_at, id
     LIMIT $5
@@ -192,7 +192,7 @@ func (b *backend) Dialect() sqlstore.Dialect {
 UPDATE work_items w SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = w.attempts + 1,
   epoch = w.epoch + 1
 FROM picked WHERE w.id = picked.id
-RETURNING w.id, w.queue, w.key, w.payload, w.run_at, w.holder, w.lease_expires_at, w.attempts, w.last_error, w.created_at, w.epoch`,
+RETURNING w.id, w.queue, w.key, w.payload, w.run_at, w.holder, w.lease_expires_at, w.attempts, w.last_error, w.created_at, w.epoch, picked.prev_holder`,
 		MigrationLock: `SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.lethe_migrations'))`,
 	}
 }

@@ -107,6 +107,9 @@ WHERE id IN (SELECT id FROM work_items
              WHERE queue = $3 AND available_at <= $4
              ORDER BY available_at, id LIMIT $5)
 RETURNING ` + sqlstore.WorkColumns,
+		ClaimPrevSQL: `SELECT id, holder FROM work_items
+WHERE queue = $1 AND available_at <= $2
+ORDER BY available_at, id LIMIT $3`,
 	}
 }
 

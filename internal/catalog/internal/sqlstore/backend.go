@@ -66,8 +66,15 @@ type Dialect struct {
 	// rows; empty on SQLite).
 	SkipLocked string
 	// ClaimSQL leases due items. Parameters: $1 holder, $2 lease expiry,
-	// $3 queue, $4 now, $5 limit. It returns workColumns.
+	// $3 queue, $4 now, $5 limit. It returns workColumns, then the
+	// holder each row had before the claim, unless ClaimPrevSQL is set.
 	ClaimSQL string
+	// ClaimPrevSQL, when set, runs in the claim's transaction before
+	// ClaimSQL, with parameters $1 queue, $2 now, $3 limit, and returns the id and holder
+	// of the rows ClaimSQL will take (SQLite: its RETURNING sees only the
+	// new values, and its write transactions are exclusive). ClaimSQL
+	// then returns only workColumns.
+	ClaimPrevSQL string
 	// MigrationLock, when set, runs first in the migration transaction.
 	MigrationLock string
 }

@@ -117,8 +117,9 @@ func (s *Store) Claim(ctx context.Context, queue, holder string, ttl time.Durati
 	now := s.clock()
 	var out []*catalog.WorkItem
 	err := s.b.WriteTx(ctx, func(q Querier) error {
+		args := []any{holder, now.Add(ttl).UnixNano(), queue, now.UnixNano(), limit}
 		var err error
-		out, err = s.queryWork(ctx, q, s.d.ClaimSQL, holder, now.Add(ttl).UnixNano(), queue, now.UnixNano(), limit)
+		out, err = s.claimWork(ctx, q, args)
 		return err
 	})
 	if err != nil {
@@ -131,6 +132,72 @@ func (s *Store) Claim(ctx context.Context, queue, holder string, ttl time.Durati
 		return out[i].ID < out[j].ID
 	})
 	return out, nil
+}
+
+// claimWork runs the dialect's claim and marks the items whose expired
+// lease it took over from another holder.
+func (s *Store) claimWork(ctx context.Context, q Querier, args []any) ([]*catalog.WorkItem, error) {
+	holder := args[0].(string)
+	if s.d.ClaimPrevSQL != "" {
+		prev := map[int64]string{}
+		rows, err := q.Query(ctx, s.d.ClaimPrevSQL, args[2], args[3], args[4])
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id int64
+			var h string
+			if err := rows.Scan(&id, &h); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			prev[id] = h
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		out, err := s.queryWork(ctx, q, s.d.ClaimSQL, args...)
+		for _, w := range out {
+			w.TakenOverFrom = takenOverFrom(prev[w.ID], holder)
+		}
+		return out, err
+	}
+	rows, err := q.Query(ctx, s.d.ClaimSQL, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*catalog.WorkItem
+	for rows.Next() {
+		var prev string
+		w, err := scanWork(scanPlus{rows, &prev})
+		if err != nil {
+			return nil, err
+		}
+		w.TakenOverFrom = takenOverFrom(prev, holder)
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// scanPlus scans one more column after workColumns.
+type scanPlus struct {
+	r    interface{ Scan(...any) error }
+	last any
+}
+
+func (s scanPlus) Scan(dest ...any) error { return s.r.Scan(append(dest, s.last)...) }
+
+// takenOverFrom is the holder a claim took the lease over from: the
+// previous holder, if there was one and it is not the claimer. A claim
+// never takes a live lease of another holder, so a previous holder that
+// is still set let its lease expire without releasing it.
+func takenOverFrom(prev, holder string) string {
+	if prev == holder {
+		return ""
+	}
+	return prev
 }
 
 // ClaimKey implements catalog.Store. It ignores RunAt (an explicit claim
@@ -164,6 +231,9 @@ func (s *Store) ClaimKey(ctx context.Context, queue, key, holder string, ttl tim
 		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET holder = $1, lease_expires_at = $2, available_at = $2, attempts = attempts + $3,
   epoch = epoch + 1
 WHERE id = $4 RETURNING `+WorkColumns, holder, now.Add(ttl).UnixNano(), inc, cur.ID))
+		if err == nil {
+			out.TakenOverFrom = takenOverFrom(cur.Holder, holder)
+		}
 		return err
 	})
 	return out, s.mapErr(err)
