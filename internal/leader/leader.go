@@ -183,9 +183,15 @@ func (e *Elector) lead(ctx context.Context, l *catalog.LeaderLease, start time.T
 			reason = ""
 			continue
 		case <-done:
+			t.Stop()
+			if ctx.Err() != nil {
+				// The work ended because ctx did (both were ready, and
+				// select picked this one): a graceful stop, so resign.
+				reason = ""
+				continue
+			}
 			// The work ended by itself (it should not): keep leading
 			// without it rather than leave the lease held idle.
-			t.Stop()
 			reason = "the leader's work ended"
 			continue
 		case <-t.C:
