@@ -12,7 +12,6 @@ import (
 	"github.com/lethehq/lethe/internal/apply"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/gc"
-	"github.com/lethehq/lethe/internal/manifest"
 )
 
 func newApplyCmd(a *app) *cobra.Command {
@@ -65,22 +64,9 @@ countdown cancelled, its spec the desired one.`,
 		if len(files) == 0 {
 			return usageError{errors.New("-f FILE|DIR|- is required: the manifests to apply")}
 		}
-		stdin := 0
-		for _, f := range files {
-			if f == "-" {
-				stdin++
-			}
-		}
-		if stdin > 1 {
-			return usageError{errors.New("-f - (stdin) may be given once")}
-		}
-		var docs []*manifest.Document
-		for _, f := range files {
-			ds, err := manifest.Load(f, a.s.In, manifest.DefaultLimits)
-			if err != nil {
-				return err
-			}
-			docs = append(docs, ds...)
+		docs, err := a.loadManifests(files)
+		if err != nil {
+			return err
 		}
 		ctx := cmd.Context()
 		st, err := a.catalog(ctx)

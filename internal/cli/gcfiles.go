@@ -24,22 +24,9 @@ type fileDeleteResult struct {
 // are checked (the files, existence, block references from outside the
 // set) before anything changes.
 func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOptions, dryRun, yes, wait bool, out string) error {
-	stdin := 0
-	for _, f := range files {
-		if f == "-" {
-			stdin++
-		}
-	}
-	if stdin > 1 {
-		return usageError{errors.New("-f - (stdin) may be given once")}
-	}
-	var docs []*manifest.Document
-	for _, f := range files {
-		ds, err := manifest.Load(f, a.s.In, manifest.DefaultLimits)
-		if err != nil {
-			return err
-		}
-		docs = append(docs, ds...)
+	docs, err := a.loadManifests(files)
+	if err != nil {
+		return err
 	}
 	var keys []catalog.Key
 	seen := map[catalog.Key]bool{}
@@ -195,4 +182,27 @@ func refusedInside(err error, set map[catalog.Key]bool) bool {
 		}
 	}
 	return true
+}
+
+// loadManifests reads the documents of every -f FILE|DIR|- in order; stdin
+// may be named once.
+func (a *app) loadManifests(files []string) ([]*manifest.Document, error) {
+	stdin := 0
+	for _, f := range files {
+		if f == "-" {
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		return nil, usageError{errors.New("-f - (stdin) may be given once")}
+	}
+	var docs []*manifest.Document
+	for _, f := range files {
+		ds, err := manifest.Load(f, a.s.In, manifest.DefaultLimits)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, ds...)
+	}
+	return docs, nil
 }
