@@ -80,7 +80,10 @@ func TestFleet(t *testing.T) {
 
 	start := func(name string) *replica {
 		r := &replica{name: name, addr: freeAddr(t)}
-		r.p = e.startLong(fleetDeadline, "server", "--workers", "2", "--metrics-addr", r.addr, "--log-format", "json",
+		// The process outlives the test's own deadline: the test's waits
+		// fail first, with their message, instead of the replicas being
+		// killed under a test that is still checking them.
+		r.p = e.startLong(fleetDeadline+time.Minute, "server", "--workers", "2", "--metrics-addr", r.addr, "--log-format", "json",
 			"--lease-ttl", fleetLeaseTTL.String(), "--leader-lease-ttl", fleetLeader.String(), "--poll-interval", "2s")
 		return r
 	}
@@ -157,7 +160,9 @@ func TestFleet(t *testing.T) {
 	for _, r := range []*replica{replicaOtherThan(replicas, victim, stopped), restarted, stopped} {
 		if r != stopped {
 			// A server that already exited is still checked below (its
-			// exit code and logs); seen once in CI, not yet explained.
+			// exit code and logs). Seen once in CI, before a loop's error
+			// was made non-fatal (server.Loop): a transient catalog error
+			// in one loop stopped the whole replica.
 			if err := r.p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 				require.NoError(t, err)
 			}
@@ -174,6 +179,9 @@ func TestFleet(t *testing.T) {
 			}
 			require.NoError(t, json.Unmarshal([]byte(line), &l), "a log line that is not JSON: %q", line)
 			messages[l.Message]++
+			if l.Level == "error" {
+				t.Logf("%s logged an error: %s", r.name, line)
+			}
 		}
 	}
 	require.Positive(t, messages["deletion started"], "%v", messages)

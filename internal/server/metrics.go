@@ -26,6 +26,7 @@ type metrics struct {
 	leaderTerm    prometheus.Gauge
 	leaderChanges prometheus.Counter
 	takeovers     *prometheus.CounterVec
+	loopRestarts  *prometheus.CounterVec
 	catalog       *catalogCollector
 	plugins       *pluginCollector
 }
@@ -63,6 +64,10 @@ func newMetrics(s *Server) *metrics {
 			Name: "lethe_lease_takeovers_total",
 			Help: "Leases this replica took over after their holder (a dead or stalled replica) let them expire without resigning or releasing them: lease=leader, or lease=deletion (one backup's deletion).",
 		}, []string{"lease"}),
+		loopRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lethe_loop_restarts_total",
+			Help: "Times one of the server's loops (a worker, the retry queue, the garbage collector, TTL expiry, the grace-window timers...) failed or returned early and was restarted after a backoff.",
+		}, []string{"loop"}),
 		catalog: &catalogCollector{s: s},
 		plugins: &pluginCollector{s: s},
 	}
@@ -76,7 +81,7 @@ func newMetrics(s *Server) *metrics {
 
 func (m *metrics) register(r *prometheus.Registry) {
 	r.MustRegister(m.deletions, m.expired, m.pluginMissing, m.inFlight, m.items, m.leader, m.leaderTerm,
-		m.leaderChanges, m.takeovers, m.catalog, m.plugins)
+		m.leaderChanges, m.takeovers, m.loopRestarts, m.catalog, m.plugins)
 }
 
 // countItems adds what one run settled: the progress counts after it less

@@ -63,7 +63,11 @@ type Catalog interface {
 }
 
 // Loop is a long-running part of the server. Run works until ctx ends and
-// returns nil then; an error stops the whole server.
+// returns nil then. A Loop that returns before ctx ends, with an error or
+// without, is logged, counted in lethe_loop_restarts_total and run again
+// after a backoff (1 s doubling to 30 s): a transient catalog error (a
+// PostgreSQL restart, a deadlock victim, a dropped LISTEN connection) must
+// not take a replica of the fleet down with it.
 type Loop struct {
 	Name string
 	Run  func(ctx context.Context) error
@@ -280,12 +284,7 @@ func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8+s.cfg.Workers+len(loops)+len(leaderLoops))
 	run := func(l Loop) {
-		wg.Go(func() {
-			if err := l.Run(ctx); err != nil && ctx.Err() == nil {
-				errs <- fmt.Errorf("%s: %w", l.Name, err)
-				stop()
-			}
-		})
+		wg.Go(func() { s.supervise(ctx, l) })
 	}
 	wg.Go(func() {
 		defer wakeups.Close()
@@ -299,7 +298,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	wg.Go(func() {
 		_ = s.elector.Run(ctx, func(lctx context.Context) {
-			runLeaderLoops(lctx, leaderLoops, s.log, func(err error) { errs <- err; stop() })
+			s.runLeaderLoops(lctx, leaderLoops)
 		})
 	})
 	if ln != nil {
@@ -318,14 +317,11 @@ func (s *Server) Run(ctx context.Context) error {
 
 // runLeaderLoops runs the leader's loops until lctx ends (leadership lost
 // or the server stopping) and waits for all of them.
-func runLeaderLoops(lctx context.Context, loops []Loop, log hclog.Logger, fail func(error)) {
+func (s *Server) runLeaderLoops(lctx context.Context, loops []Loop) {
+	log := s.log
 	var wg sync.WaitGroup
 	for _, l := range loops {
-		wg.Go(func() {
-			if err := l.Run(lctx); err != nil && lctx.Err() == nil {
-				fail(fmt.Errorf("%s: %w", l.Name, err))
-			}
-		})
+		wg.Go(func() { s.supervise(lctx, l) })
 	}
 	names := make([]string, len(loops))
 	for i, l := range loops {
@@ -333,6 +329,45 @@ func runLeaderLoops(lctx context.Context, loops []Loop, log hclog.Logger, fail f
 	}
 	log.Info("running the leader's loops", "loops", strings.Join(names, ", "))
 	wg.Wait()
+}
+
+// Loop restart backoff: the first restart waits loopBackoffMin, each
+// following one twice as long up to loopBackoffMax; a run that lasted
+// loopHealthy starts the count again.
+const (
+	loopBackoffMin = time.Second
+	loopBackoffMax = 30 * time.Second
+	loopHealthy    = time.Minute
+)
+
+// supervise runs l until ctx ends, restarting it (see Loop) when it
+// returns early.
+func (s *Server) supervise(ctx context.Context, l Loop) {
+	backoff := loopBackoffMin
+	for {
+		began := time.Now()
+		err := l.Run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) >= loopHealthy {
+			backoff = loopBackoffMin
+		}
+		s.m.loopRestarts.WithLabelValues(l.Name).Inc()
+		if err != nil {
+			s.log.Error("a loop failed; restarting it", "loop", l.Name, "error", err, "in", backoff)
+		} else {
+			s.log.Warn("a loop returned early; restarting it", "loop", l.Name, "in", backoff)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, loopBackoffMax)
+	}
 }
 
 // leaderLoops are the server's own singletons: TTL expiry, the

@@ -3,12 +3,14 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -296,4 +298,67 @@ func TestRunStopsEverythingWhenItCannotListen(t *testing.T) {
 	err = srv.Run(context.Background())
 	require.ErrorContains(t, err, "address already in use")
 	require.NoError(t, goleak.Find(before), "Run left goroutines running")
+}
+
+// TestAFailingLoopIsRestartedNotFatal: a loop that fails (a transient
+// catalog error, say) or returns early is restarted after a backoff; the
+// server keeps serving, and the restarts are counted. Before, one loop's
+// error stopped the whole server: a replica of the fleet exited on its own.
+func TestAFailingLoopIsRestartedNotFatal(t *testing.T) {
+	e := newEnv(t)
+	var runs atomic.Int32
+	steady := make(chan struct{})
+	flaky := server.Loop{Name: "flaky", Run: func(ctx context.Context) error {
+		switch runs.Add(1) {
+		case 1:
+			return errors.New("deadlock detected")
+		case 2:
+			return nil // returned early, no error
+		}
+		close(steady)
+		<-ctx.Done()
+		return nil
+	}}
+	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, Loops: []server.Loop{flaky}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	select {
+	case <-steady:
+	case err := <-done:
+		t.Fatalf("the server stopped on a loop's failure: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the failed loop was not restarted")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the server stopped: %v", err)
+	default:
+	}
+	require.Equal(t, 2.0, restartsOf(t, srv, "flaky"))
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// restartsOf reads lethe_loop_restarts_total{loop=name} from the
+// server's registry.
+func restartsOf(t *testing.T, srv *server.Server, name string) float64 {
+	t.Helper()
+	mfs, err := srv.Registry().Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "lethe_loop_restarts_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "loop" && l.GetValue() == name {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no lethe_loop_restarts_total{loop=%q}", name)
+	return 0
 }
