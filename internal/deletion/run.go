@@ -494,13 +494,17 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	// Open one session per plugin, lazily: a plugin that no item needs is
 	// never started.
 	pb := pluginBackup(b, d.tarballURL(ctx, b))
+	sopts, err := d.sessionOptions(ctx, b, infos)
+	if err != nil {
+		return false, err
+	}
 	stages := make([]*stage, len(infos))
 	var wg sync.WaitGroup
 	first := make(chan *work, 1024)
 	in := first
 	for i := range infos {
 		out := make(chan *work, 1024)
-		stages[i] = &stage{d: d, idx: i, name: names[i], backup: pb, in: in, out: out, fail: cancel}
+		stages[i] = &stage{d: d, idx: i, name: names[i], backup: pb, opts: sopts, in: in, out: out, fail: cancel}
 		wg.Add(1)
 		go func() { defer wg.Done(); stages[i].run(pctx) }()
 		in = out
@@ -676,6 +680,7 @@ type stage struct {
 	idx    int
 	name   string
 	backup plugin.Backup
+	opts   pluginhost.SessionOptions
 	in     <-chan *work
 	out    chan<- *work
 	fail   context.CancelCauseFunc
@@ -723,7 +728,7 @@ func (s *stage) run(ctx context.Context) {
 		}
 		if sess == nil {
 			var err error
-			sess, err = s.d.cfg.Plugins.Open(ctx, s.name, s.backup, s.d.cfg.Session)
+			sess, err = s.d.cfg.Plugins.Open(ctx, s.name, s.backup, s.opts)
 			if err != nil {
 				s.fail(fmt.Errorf("plugin %s: %w", s.name, err))
 				sess = nil

@@ -373,12 +373,30 @@ func TestVeleroPluginDeletesEveryMatchingItemOnce(t *testing.T) {
 	require.Equal(t, deletion.ResultPurged, rep.Result, "%+v", rep)
 	data, err := os.ReadFile(record)
 	require.NoError(t, err)
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	// The Backup is the bucket's velero-backup.json, passed through as it
+	// is: its spec.includedNamespaces (the last column) is not in the
+	// catalog-built one.
 	require.ElementsMatch(t, []string{
-		"example.io/pvs\tPersistentVolume\t/pv-data\tnightly-0412\tdefault\tshop",
-		"example.io/recorder\tConfigMap\tshop/flags\tnightly-0412\tdefault\tshop",
-		"example.io/recorder\tConfigMap\tshop/settings\tnightly-0412\tdefault\tshop",
-		"example.io/recorder\tSecret\tshop/db-password\tnightly-0412\tdefault\tshop",
+		"example.io/pvs\tPersistentVolume\t/pv-data\tnightly-0412\tdefault\tshop\tshop",
+		"example.io/recorder\tConfigMap\tshop/flags\tnightly-0412\tdefault\tshop\tshop",
+		"example.io/recorder\tConfigMap\tshop/settings\tnightly-0412\tdefault\tshop\tshop",
+		"example.io/recorder\tSecret\tshop/db-password\tnightly-0412\tdefault\tshop\tshop",
 	}, lines, "every matching item reached its plugin exactly once")
 	require.Empty(t, listKeys(t, p.blobs, velero.BackupDir("nightly-0412")))
+
+	// A backup without velero-backup.json: the Backup built from the
+	// catalog (no labels, no includedNamespaces, Lethe's storage URL).
+	require.NoError(t, os.Remove(record))
+	rep, err = p.del.Delete(ctx, "no-metadata", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result, "%+v", rep)
+	data, err = os.ReadFile(record)
+	require.NoError(t, err)
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		f := strings.Split(l, "\t")
+		require.Len(t, f, 7, l)
+		require.Equal(t, "no-metadata", f[3], l)
+		require.Empty(t, f[6], "built from the catalog: %s", l)
+	}
 }
