@@ -149,12 +149,12 @@ type veleroStream struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	once    sync.Once
-	plugin  string
-	backup  []byte
+	once   sync.Once
+	plugin string
+	backup []byte
 	// raw is the backup's own velero-backup.json, sent as it is when set
 	// (SessionOptions.VeleroBackup).
-	raw []byte
+	raw     []byte
 	work    chan *pluginv1.Item
 	results chan *pluginv1.ItemResult
 	wg      sync.WaitGroup
