@@ -422,8 +422,16 @@ func TestNativeVolumeSnapshotsAreItems(t *testing.T) {
 	for _, name := range []string{a, c} {
 		require.NoError(t, os.WriteFile(filepath.Join(cloud, velerotest.SnapshotID(name)), nil, 0o600))
 	}
-	_, err = p.reg.Sync(ctx, registry.SyncOptions{})
+	// A folder whose list cannot be read is not imported.
+	require.NoError(t, p.blobs.Put(ctx, velero.VolumeSnapshotsKey("nightly-04121"), strings.NewReader("[]")))
+	res, err := p.reg.Sync(ctx, registry.SyncOptions{})
 	require.NoError(t, err)
+	for _, sr := range res {
+		if sr.Name == "nightly-04121" {
+			require.Equal(t, registry.SyncRejected, sr.Action)
+			require.Contains(t, sr.Reason, "volume snapshot list unusable")
+		}
+	}
 	r, err := p.store.Get(ctx, backup.Key(a))
 	require.NoError(t, err)
 	b, err := backup.FromResource(r)
