@@ -59,6 +59,8 @@ func TestNativeVolumeSnapshotsReachTheirPlugin(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(e.cloud, velerotest.SnapshotID(name)), []byte("snapshot"), 0o600))
 	}
 	e.ok("backup", "sync")
+	require.Contains(t, e.ok("backup", "describe", a).stdout,
+		"Snapshots:  1 native volume snapshots, items after the tarball's (from "+velero.VolumeSnapshotsKey(a)+")")
 	full := e.folderFiles(a)
 	require.Len(t, full, 12, "velero-backup.json, the tarball and ten sibling files")
 
