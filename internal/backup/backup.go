@@ -63,6 +63,24 @@ type Spec struct {
 	// Velero is what a sync read from the backup's velero-backup.json;
 	// nil for a backup that had none.
 	Velero *VeleroInfo `json:"velero,omitempty"`
+	// VolumeSnapshots is the list of native volume snapshots Velero
+	// stored beside the tarball (<name>-volumesnapshots.json.gz), as a
+	// sync, or the first deletion run, found it. A deletion refuses a
+	// list that differs from it, or is gone, before any plugin runs. Nil
+	// when it was never looked at; Count zero (and Key empty) when there
+	// was no list.
+	VolumeSnapshots *VolumeSnapshotsInfo `json:"volumeSnapshots,omitempty"`
+}
+
+// VolumeSnapshotsInfo identifies a backup's list of native volume
+// snapshots.
+type VolumeSnapshotsInfo struct {
+	// Key is the list's storage key; empty when the backup has none.
+	Key string `json:"key,omitempty"`
+	// Digest is the sha256, hex, of the stored (gzip) file.
+	Digest string `json:"digest,omitempty"`
+	// Count is the number of snapshots it lists.
+	Count int64 `json:"count"`
 }
 
 // VeleroInfo is what Lethe keeps of a backup's velero-backup.json.

@@ -398,6 +398,9 @@ func (a *app) printBackup(v *backupView) {
 		fmt.Fprintf(w, "Velero:     phase %s, storage location %s, namespaces %s (from %s)\n", cmp.Or(vi.Phase, "-"),
 			cmp.Or(vi.StorageLocation, "-"), cmp.Or(strings.Join(vi.IncludedNamespaces, ","), "*"), vi.MetadataKey)
 	}
+	if vs := v.Spec.VolumeSnapshots; vs != nil && vs.Key != "" {
+		fmt.Fprintf(w, "Snapshots:  %d native volume snapshots, items after the tarball's (from %s)\n", vs.Count, vs.Key)
+	}
 	if v.DueAt != nil {
 		fmt.Fprintf(w, "Deletion:   due %s; undo with: lethe backup undelete %s\n", v.DueAt.Local().Format(time.RFC3339), v.Name)
 	}

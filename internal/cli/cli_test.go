@@ -129,10 +129,36 @@ func TestGetDescribeAudit(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &entries))
 	var actions []string
 	for _, e := range entries {
-		require.Equal(t, "b2", e["name"])
+		require.Equal(t, "AuditEntry", e["kind"])
+		res := e["resource"].(map[string]any)
+		require.Equal(t, "Backup", res["kind"])
+		require.Equal(t, "b2", res["name"])
 		actions = append(actions, e["action"].(string))
 	}
 	require.Equal(t, []string{"create", "schedule"}, actions)
+
+	// describe and get: JSON with kinds.
+	code, out, stderr = run(t, home, false, "", "describe", "backup", "b2", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var desc struct {
+		Kind     string         `json:"kind"`
+		Resource map[string]any `json:"resource"`
+		Audit    []map[string]any
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &desc))
+	require.Equal(t, "Description", desc.Kind)
+	require.Equal(t, "Backup", desc.Resource["kind"])
+	require.Equal(t, "b2", desc.Resource["name"])
+	require.Len(t, desc.Audit, 2)
+	require.Equal(t, "AuditEntry", desc.Audit[0]["kind"])
+	code, out, stderr = run(t, home, false, "", "get", "backups", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var got []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.NotEmpty(t, got)
+	for _, g := range got {
+		require.Equal(t, "Backup", g["kind"])
+	}
 
 	code, _, stderr = run(t, home, false, "", "describe", "backup", "nope")
 	require.Equal(t, exitNotFound, code)

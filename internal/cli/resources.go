@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -123,17 +124,82 @@ func getResource(ctx context.Context, st backup.Reader, k catalog.Key) (*catalog
 	return backup.Get(ctx, st, k)
 }
 
+// AuditEntryKind is the kind of an audit entry's JSON.
+const AuditEntryKind = "AuditEntry"
+
+// auditView is an audit entry as -o json|yaml shows it: kind
+// "AuditEntry", and the resource it is about under "resource".
+type auditView struct {
+	Kind      string          `json:"kind"` // always "AuditEntry"
+	ID        int64           `json:"id"`
+	Time      time.Time       `json:"time"`
+	Actor     string          `json:"actor"`
+	Action    string          `json:"action"`
+	Resource  auditResource   `json:"resource"`
+	FromPhase catalog.Phase   `json:"fromPhase,omitempty"`
+	ToPhase   catalog.Phase   `json:"toPhase,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Details   json.RawMessage `json:"details,omitempty"`
+}
+
+// auditResource names the resource of an audit entry.
+type auditResource struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+}
+
+func auditViews(entries []catalog.AuditEntry) []auditView {
+	out := make([]auditView, len(entries))
+	for i, e := range entries {
+		out[i] = auditView{
+			Kind: AuditEntryKind, ID: e.ID, Time: e.Time, Actor: e.Actor, Action: e.Action,
+			Resource:  auditResource{Kind: e.Kind, Namespace: e.Namespace, Name: e.Name, UID: e.UID},
+			FromPhase: e.FromPhase, ToPhase: e.ToPhase, Reason: e.Reason, Details: e.Details,
+		}
+	}
+	return out
+}
+
+// DescriptionKind is the kind of describe's JSON.
+const DescriptionKind = "Description"
+
+// descriptionView is describe -o json|yaml: the resource, what depends
+// on it, and its recent audit.
+type descriptionView struct {
+	Kind       string            `json:"kind"` // always "Description"
+	Resource   *catalog.Resource `json:"resource"`
+	Dependents []dependentView   `json:"dependents"`
+	Audit      []auditView       `json:"audit"`
+}
+
+// dependentView is one resource that depends on the described one.
+type dependentView struct {
+	Kind           string        `json:"kind"`
+	Namespace      string        `json:"namespace,omitempty"`
+	Name           string        `json:"name"`
+	Phase          catalog.Phase `json:"phase"`
+	Relation       string        `json:"relation"` // "owned" or "references"
+	OnTargetDelete string        `json:"onTargetDelete,omitempty"`
+}
+
 func newDescribeCmd(a *app) *cobra.Command {
 	var ns string
 	c := &cobra.Command{
 		Use:   "describe KIND NAME",
 		Short: "Show a resource with its owners, dependents, finalizers, conditions and recent audit",
 		Example: `  lethe describe backup nightly-0412
-  lethe describe Database orders -n shop`,
+  lethe describe Database orders -n shop
+  lethe describe backup nightly-0412 -o json`,
 		Args: exactArgs(2, "KIND and NAME"),
 	}
 	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
+	out := outputFlag(c, "table")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
 		if kindName(args[0]) == backup.Kind {
 			if err := backup.ValidateName(args[1]); err != nil {
 				return usageError{err}
@@ -159,6 +225,25 @@ func newDescribeCmd(a *app) *cobra.Command {
 		audit, err := st.ListAudit(ctx, catalog.AuditFilter{UID: r.UID})
 		if err != nil {
 			return err
+		}
+		if len(audit) > 10 {
+			audit = audit[len(audit)-10:]
+		}
+		if *out != "table" {
+			v := descriptionView{Kind: DescriptionKind, Resource: r, Dependents: []dependentView{}, Audit: auditViews(audit)}
+			for _, d := range deps {
+				v.Dependents = append(v.Dependents, dependentView{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, Phase: d.Phase, Relation: "owned"})
+			}
+			for _, d := range refs {
+				dv := dependentView{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, Phase: d.Phase, Relation: "references"}
+				for _, ref := range d.References {
+					if ref.Kind == r.Kind && ref.Name == r.Name && ref.Namespace == r.Namespace {
+						dv.OnTargetDelete = string(ref.OnTargetDelete)
+					}
+				}
+				v.Dependents = append(v.Dependents, dv)
+			}
+			return printStructured(a.s.Out, *out, v)
 		}
 		w := a.s.Out
 		now := time.Now()
@@ -219,9 +304,6 @@ func newDescribeCmd(a *app) *cobra.Command {
 			fmt.Fprintf(w, "  %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
 		}
 		fmt.Fprintln(w, "Recent audit:")
-		if len(audit) > 10 {
-			audit = audit[len(audit)-10:]
-		}
 		for _, e := range audit {
 			fmt.Fprintf(w, "  %s  %-16s %-10s %s\n", e.Time.Local().Format(time.RFC3339), e.Action, e.Actor, e.Reason)
 		}
@@ -278,10 +360,7 @@ not, with the plugins' report for purged backups. The log is append-only.`,
 			return err
 		}
 		if *out != "table" {
-			if entries == nil {
-				entries = []catalog.AuditEntry{}
-			}
-			return printStructured(a.s.Out, *out, entries)
+			return printStructured(a.s.Out, *out, auditViews(entries))
 		}
 		if len(entries) == 0 {
 			fmt.Fprintln(a.s.Out, "No audit entries.")

@@ -285,6 +285,10 @@ type Report struct {
 	// TarballProblem says why no plugin could run on a forced purge:
 	// the tarball is missing or replaced. Empty otherwise.
 	TarballProblem string
+	// SnapshotsProblem says why the native volume snapshots the backup
+	// recorded were abandoned on a forced purge (their list is unusable;
+	// they count in NotSent). Empty otherwise.
+	SnapshotsProblem string `json:",omitempty"`
 	// Purged lists what was purged, e.g. the tarball's URL and the record.
 	Purged []string
 	// Forced is set when the backup was purged with items unsettled
@@ -390,6 +394,13 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 		// daemon, whose deletion then waits for an operator.
 		if err != nil && !((opts.ForcePurge || opts.Unattended) && tarballUnusable(err)) {
 			return nil, err
+		}
+		// So is a list of native volume snapshots that cannot be used
+		// (the abandon path goes on without it).
+		if err == nil && !opts.ForcePurge {
+			if _, err := d.loadSnapshots(ctx, b, false); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// Another process may move the backup between our read and our write

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/lethehq/lethe/internal/archive"
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 )
@@ -44,6 +45,10 @@ type AbandonPlan struct {
 	Tarball string `json:"tarball,omitempty"`
 	// TarballError is the problem, in full, when Tarball is set.
 	TarballError string `json:"tarballError,omitempty"`
+	// VolumeSnapshotsError is set when the list of native volume
+	// snapshots is unusable: the snapshots it recorded are abandoned
+	// (counted in NotSent).
+	VolumeSnapshotsError string `json:"volumeSnapshotsError,omitempty"`
 	// Items counts every item not settled as done or skipped now.
 	Items int64 `json:"items"`
 	// FailedOrBlocked counts the items an earlier run left failed or
@@ -137,6 +142,19 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 	if opts.ForcePurge && p.Abandon == nil {
 		p.Abandon = &AbandonPlan{}
 	}
+	snaps, serr := d.loadSnapshots(ctx, b, false)
+	switch {
+	case serr != nil && opts.ForcePurge && errors.Is(serr, backup.ErrVolumeSnapshotsUnusable):
+		n := recordedSnapshots(b)
+		p.TotalItems += n
+		p.Abandon.VolumeSnapshotsError = serr.Error()
+		p.Abandon.Items += n
+		p.Abandon.NotSent += n
+	case serr != nil:
+		p.Rejected = serr.Error()
+		return p, nil
+	}
+	p.TotalItems += int64(len(snaps))
 
 	ar, closeItems, err := d.openItems(ctx, b, sum)
 	if err != nil {
@@ -145,6 +163,7 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 	}
 	defer closeItems()
 	m := newMatcher(infos)
+	count := func(it *archive.Item) { p.countItem(m, it, watermark, prior) }
 	for {
 		it, err := ar.Next()
 		if err == io.EOF {
@@ -158,21 +177,30 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 			p.Rejected = err.Error()
 			return p, nil
 		}
-		if it.Ordinal < watermark && !prior[it.Ordinal] {
-			p.AlreadySettled++
-			continue
-		}
-		idx := m.match(it)
-		if len(idx) == 0 {
-			p.Unmatched++
-		}
-		for _, i := range idx {
-			pp := &p.Plugins[i]
-			pp.Items++
-			if len(pp.Samples) < planSamples {
-				pp.Samples = append(pp.Samples, it.Key())
-			}
-		}
+		count(it)
+	}
+	// The native volume snapshots follow the tarball's items.
+	for i := range snaps {
+		count(backup.SnapshotItem(sum.Items+int64(i), &snaps[i]))
 	}
 	return p, nil
+}
+
+// countItem accounts for one item in a plan.
+func (p *Plan) countItem(m *matcher, it *archive.Item, watermark int64, prior map[int64]bool) {
+	if it.Ordinal < watermark && !prior[it.Ordinal] {
+		p.AlreadySettled++
+		return
+	}
+	idx := m.match(it)
+	if len(idx) == 0 {
+		p.Unmatched++
+	}
+	for _, i := range idx {
+		pp := &p.Plugins[i]
+		pp.Items++
+		if len(pp.Samples) < planSamples {
+			pp.Samples = append(pp.Samples, it.Key())
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/velero"
 	"github.com/lethehq/lethe/pkg/plugin"
 )
 
@@ -289,10 +290,28 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 		if err != nil {
 			return nil, err
 		}
-		rep.TotalItems = sum.Items
-		done, err := d.runPlugins(ctx, b, sum, fence, rep, opts)
+		snaps, serr := d.loadSnapshots(ctx, b, true)
+		if serr != nil && !(opts.ForcePurge && errors.Is(serr, backup.ErrVolumeSnapshotsUnusable)) {
+			return nil, serr
+		}
+		if serr != nil {
+			// The abandon path: the tarball's items run, the snapshots
+			// the list recorded are abandoned.
+			rep.SnapshotsProblem = serr.Error()
+			d.log.Warn("force-purging a backup whose volume snapshot list is unusable; its snapshots are abandoned",
+				"backup", r.Name, "recorded", recordedSnapshots(b), "error", serr)
+		}
+		rep.TotalItems = sum.Items + int64(len(snaps))
+		done, err := d.runPlugins(ctx, b, sum, snaps, fence, rep, opts)
 		if err != nil {
 			return nil, err
+		}
+		if serr != nil {
+			n := recordedSnapshots(b)
+			done = false
+			rep.NotSent += n
+			rep.UnsettledCount += int(n)
+			rep.TotalItems += n
 		}
 		switch {
 		case done:
@@ -325,7 +344,7 @@ func (d *Deleter) abandonAll(ctx context.Context, b *backup.Backup, rep *Report,
 	if errors.Is(cause, ErrTarballReplaced) {
 		rep.TarballProblem = "replaced"
 	}
-	total := b.Spec.Items
+	total := b.Spec.Items + recordedSnapshots(b)
 	var watermark int64
 	p, rows, err := d.cfg.Store.LoadProgress(ctx, b.Resource.UID)
 	switch {
@@ -379,6 +398,10 @@ func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts
 			info["tarballProblem"] = rep.TarballProblem
 			reason += "; the tarball was " + rep.TarballProblem
 		}
+		if rep.SnapshotsProblem != "" {
+			info["volumeSnapshotsProblem"] = rep.SnapshotsProblem
+			reason += "; the list of native volume snapshots was unusable"
+		}
 	}
 	details, _ := json.Marshal(info)
 	err = d.cfg.Store.Purge(catalog.WithDefaultActor(ctx, "lethe"), r.Key(), catalog.PurgeOptions{
@@ -427,8 +450,10 @@ func (d *Deleter) checkFence(ctx context.Context) error {
 
 // runPlugins streams the tarball through the plugins. It reports whether
 // every item is now settled as done or skipped.
-func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive.Summary, fence *catalog.Fence, rep *Report, opts Options) (bool, error) {
+func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive.Summary, snaps []velero.SnapshotItem, fence *catalog.Fence, rep *Report, opts Options) (bool, error) {
 	r := b.Resource
+	// The native volume snapshots follow the tarball's items.
+	total := sum.Items + int64(len(snaps))
 	infos := d.cfg.Plugins.Plugins()
 	names := make([]string, len(infos))
 	index := make(map[string]int, len(infos))
@@ -450,7 +475,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	if progress.Counts == nil {
 		progress.Counts = map[string]catalog.OutcomeCount{}
 	}
-	progress.TotalItems = sum.Items
+	progress.TotalItems = total
 	prior := make(map[int64]*catalog.ItemOutcome, len(priorRows))
 	for i := range priorRows {
 		prior[priorRows[i].Ordinal] = &priorRows[i]
@@ -469,13 +494,17 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	// Open one session per plugin, lazily: a plugin that no item needs is
 	// never started.
 	pb := pluginBackup(b, d.tarballURL(ctx, b))
+	sopts, err := d.sessionOptions(ctx, b, infos)
+	if err != nil {
+		return false, err
+	}
 	stages := make([]*stage, len(infos))
 	var wg sync.WaitGroup
 	first := make(chan *work, 1024)
 	in := first
 	for i := range infos {
 		out := make(chan *work, 1024)
-		stages[i] = &stage{d: d, idx: i, name: names[i], backup: pb, in: in, out: out, fail: cancel}
+		stages[i] = &stage{d: d, idx: i, name: names[i], backup: pb, opts: sopts, in: in, out: out, fail: cancel}
 		wg.Add(1)
 		go func() { defer wg.Done(); stages[i].run(pctx) }()
 		in = out
@@ -496,18 +525,31 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 		defer close(first)
 		matcher := newMatcher(infos)
 		var wk *work // reused until it is sent
+		var snap int // the next native volume snapshot, after the tarball
 		for {
 			if wk == nil {
 				wk = new(work)
 			}
-			it, err := ar.NextInto(&wk.item)
-			if err == io.EOF {
-				return
+			var it *archive.Item
+			if snap == 0 {
+				var err error
+				it, err = ar.NextInto(&wk.item)
+				if err != nil && err != io.EOF {
+					readErr = err
+					cancel(err)
+					return
+				}
+				if err == io.EOF {
+					snap = 1
+				}
 			}
-			if err != nil {
-				readErr = err
-				cancel(err)
-				return
+			if snap > 0 {
+				if snap > len(snaps) {
+					return
+				}
+				wk.item = *backup.SnapshotItem(sum.Items+int64(snap-1), &snaps[snap-1])
+				it = &wk.item
+				snap++
 			}
 			*wk = work{it: it, item: wk.item}
 			wk.settled = wk.settledBuf[:0]
@@ -597,16 +639,16 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	rep.Unsettled = append(rep.Unsettled, sortedOutcomes(s.unsettled, maxReportedUnsettled)...)
 	if err := cmp.Or(sinkErr, readErr, context.Cause(pctx), digestErr, saveErr); err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return false, fmt.Errorf("%w after %d of %d items; progress is saved, run the delete again to resume", ErrInterrupted, s.processed, sum.Items)
+			return false, fmt.Errorf("%w after %d of %d items; progress is saved, run the delete again to resume", ErrInterrupted, s.processed, total)
 		}
 		if errors.Is(err, blobstore.ErrDownloadBroken) {
 			return false, fmt.Errorf("backup %s: %w: reading its tarball from %s failed after %d of %d items, and resuming the download failed too (%v); "+
-				"progress is saved: run `lethe backup delete %s` again to resume", r.Name, ErrInterrupted, d.tarballURL(ctx, b), s.processed, sum.Items, oneLine(err), r.Name)
+				"progress is saved: run `lethe backup delete %s` again to resume", r.Name, ErrInterrupted, d.tarballURL(ctx, b), s.processed, total, oneLine(err), r.Name)
 		}
 		return false, err
 	}
-	if progress.Watermark != sum.Items {
-		return false, fmt.Errorf("backup %s: internal error: %d of %d items settled", r.Name, progress.Watermark, sum.Items)
+	if progress.Watermark != total {
+		return false, fmt.Errorf("backup %s: internal error: %d of %d items settled", r.Name, progress.Watermark, total)
 	}
 	d.updateStatus(context.WithoutCancel(ctx), r, progress, len(s.unsettled), "")
 	return len(s.unsettled) == 0, nil
@@ -638,6 +680,7 @@ type stage struct {
 	idx    int
 	name   string
 	backup plugin.Backup
+	opts   pluginhost.SessionOptions
 	in     <-chan *work
 	out    chan<- *work
 	fail   context.CancelCauseFunc
@@ -685,7 +728,7 @@ func (s *stage) run(ctx context.Context) {
 		}
 		if sess == nil {
 			var err error
-			sess, err = s.d.cfg.Plugins.Open(ctx, s.name, s.backup, s.d.cfg.Session)
+			sess, err = s.d.cfg.Plugins.Open(ctx, s.name, s.backup, s.opts)
 			if err != nil {
 				s.fail(fmt.Errorf("plugin %s: %w", s.name, err))
 				sess = nil

@@ -373,12 +373,120 @@ func TestVeleroPluginDeletesEveryMatchingItemOnce(t *testing.T) {
 	require.Equal(t, deletion.ResultPurged, rep.Result, "%+v", rep)
 	data, err := os.ReadFile(record)
 	require.NoError(t, err)
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	// The Backup is the bucket's velero-backup.json, passed through as it
+	// is: its spec.includedNamespaces (the last column) is not in the
+	// catalog-built one.
 	require.ElementsMatch(t, []string{
-		"example.io/pvs\tPersistentVolume\t/pv-data\tnightly-0412\tdefault\tshop",
-		"example.io/recorder\tConfigMap\tshop/flags\tnightly-0412\tdefault\tshop",
-		"example.io/recorder\tConfigMap\tshop/settings\tnightly-0412\tdefault\tshop",
-		"example.io/recorder\tSecret\tshop/db-password\tnightly-0412\tdefault\tshop",
+		"example.io/pvs\tPersistentVolume\t/pv-data\tnightly-0412\tdefault\tshop\tshop",
+		"example.io/recorder\tConfigMap\tshop/flags\tnightly-0412\tdefault\tshop\tshop",
+		"example.io/recorder\tConfigMap\tshop/settings\tnightly-0412\tdefault\tshop\tshop",
+		"example.io/recorder\tSecret\tshop/db-password\tnightly-0412\tdefault\tshop\tshop",
 	}, lines, "every matching item reached its plugin exactly once")
 	require.Empty(t, listKeys(t, p.blobs, velero.BackupDir("nightly-0412")))
+
+	// A backup without velero-backup.json: the Backup built from the
+	// catalog (no labels, no includedNamespaces, Lethe's storage URL).
+	require.NoError(t, os.Remove(record))
+	rep, err = p.del.Delete(ctx, "no-metadata", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result, "%+v", rep)
+	data, err = os.ReadFile(record)
+	require.NoError(t, err)
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		f := strings.Split(l, "\t")
+		require.Len(t, f, 7, l)
+		require.Equal(t, "no-metadata", f[3], l)
+		require.Empty(t, f[6], "built from the catalog: %s", l)
+	}
+}
+
+// TestNativeVolumeSnapshotsAreItems is issue 14 point 3 in the pipeline,
+// with the example plugin's real binary: the native volume snapshot each
+// backup of a Velero 1.18 bucket lists reaches lethe.io/native-snapshots
+// once, after the tarball's items; nothing is purged while it is
+// blocked; and a list that cannot be read, or is not the one the sync
+// recorded, stops the deletion before anything changes.
+func TestNativeVolumeSnapshotsAreItems(t *testing.T) {
+	ctx := context.Background()
+	dir, storage, cloud := t.TempDir(), "file://"+filepath.Join(t.TempDir(), "bucket"), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "plugins"), 0o750))
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "plugins", "native-snapshots"), "../../plugins/native-snapshots")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "building the plugin: %s", out)
+	p := openVeleroPipelineWith(t, dir, storage, nil, &pluginhost.Config{
+		PluginEnv: map[string]map[string]string{"native-snapshots": {"LETHE_FAKE_CLOUD_DIR": cloud}},
+	})
+	putBucket(t, p.blobs)
+	a, c := "nightly-0412", "no-metadata"
+	for _, name := range []string{a, c} {
+		require.NoError(t, os.WriteFile(filepath.Join(cloud, velerotest.SnapshotID(name)), nil, 0o600))
+	}
+	// A folder whose list cannot be read is not imported.
+	require.NoError(t, p.blobs.Put(ctx, velero.VolumeSnapshotsKey("nightly-04121"), strings.NewReader("[]")))
+	res, err := p.reg.Sync(ctx, registry.SyncOptions{})
+	require.NoError(t, err)
+	for _, sr := range res {
+		if sr.Name == "nightly-04121" {
+			require.Equal(t, registry.SyncRejected, sr.Action)
+			require.Contains(t, sr.Reason, "volume snapshot list unusable")
+		}
+	}
+	r, err := p.store.Get(ctx, backup.Key(a))
+	require.NoError(t, err)
+	b, err := backup.FromResource(r)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), b.Spec.ExpectedPlugins["lethe.io/native-snapshots"].Items)
+	require.Equal(t, []string{"nativevolumesnapshots.lethe.io//pv-data"}, b.Spec.ExpectedPlugins["lethe.io/native-snapshots"].Samples)
+	require.Equal(t, int64(1), b.Spec.VolumeSnapshots.Count)
+
+	plan, err := p.del.Plan(ctx, a, deletion.Options{})
+	require.NoError(t, err)
+	require.Empty(t, plan.Rejected)
+	require.Equal(t, int64(len(velerotest.Items())+1), plan.TotalItems)
+	require.Equal(t, int64(1), plan.Plugins[0].Items)
+
+	full := listKeys(t, p.blobs, velero.BackupDir(a))
+	lock := filepath.Join(cloud, velerotest.SnapshotID(a)+".lock")
+	require.NoError(t, os.WriteFile(lock, nil, 0o600))
+	rep, err := p.del.Delete(ctx, a, deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result)
+	require.Equal(t, int64(len(velerotest.Items())+1), rep.TotalItems)
+	require.Len(t, rep.Unsettled, 1)
+	require.Equal(t, "nativevolumesnapshots.lethe.io//pv-data", rep.Unsettled[0].ItemKey)
+	require.Equal(t, "blocked", rep.Unsettled[0].Outcome)
+	require.Equal(t, full, listKeys(t, p.blobs, velero.BackupDir(a)), "nothing purged while the snapshot is blocked")
+	require.NoError(t, os.Remove(lock))
+	rep, err = p.del.Run(ctx, a, deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result, "%+v", rep)
+	require.Empty(t, listKeys(t, p.blobs, velero.BackupDir(a)))
+	calls, err := os.ReadFile(filepath.Join(cloud, "api-calls.log"))
+	require.NoError(t, err)
+	require.Equal(t, "DeleteSnapshot "+velerotest.SnapshotID(a)+" default in-use\n"+
+		"DeleteSnapshot "+velerotest.SnapshotID(a)+" default deleted\n", string(calls))
+
+	// Another list than the one recorded, then one that is not gzip:
+	// refused, and nothing changes.
+	key := velero.VolumeSnapshotsKey(c)
+	other := velerotest.VolumeSnapshots(c)
+	other[0]["status"] = map[string]any{"providerSnapshotID": "snap-someone-elses", "phase": "Completed"}
+	for _, tc := range []struct {
+		data []byte
+		want string
+	}{
+		{velerotest.VolumeSnapshotsFile(other), "was recorded"},
+		{[]byte("not gzip"), "is not gzip"},
+	} {
+		require.NoError(t, p.blobs.Put(ctx, key, bytes.NewReader(tc.data)))
+		_, err = p.del.Delete(ctx, c, deletion.Options{})
+		require.ErrorIs(t, err, backup.ErrVolumeSnapshotsUnusable)
+		require.ErrorContains(t, err, tc.want)
+		r, err = p.store.Get(ctx, backup.Key(c))
+		require.NoError(t, err)
+		require.Equal(t, catalog.PhaseActive, r.Phase)
+		require.Contains(t, listKeys(t, p.blobs, velero.BackupDir(c)), velero.TarballKey(c))
+	}
+	require.FileExists(t, filepath.Join(cloud, velerotest.SnapshotID(c)))
 }

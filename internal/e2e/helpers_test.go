@@ -32,11 +32,12 @@ var bin string
 
 // Plugin binaries, by file name in bin.
 const (
-	pluginRecorder = "recorder"       // internal/deletion/testdata/recorder
-	pluginGate     = "gate"           // internal/e2e/testdata/gate
-	pluginNoop     = "noop"           // plugins/noop
-	pluginSnapshot = "snapshot-files" // plugins/snapshot-files
-	pluginFleet    = "fleetrec"       // internal/e2e/testdata/fleetrec
+	pluginRecorder = "recorder"         // internal/deletion/testdata/recorder
+	pluginGate     = "gate"             // internal/e2e/testdata/gate
+	pluginNoop     = "noop"             // plugins/noop
+	pluginSnapshot = "snapshot-files"   // plugins/snapshot-files
+	pluginFleet    = "fleetrec"         // internal/e2e/testdata/fleetrec
+	pluginNative   = "native-snapshots" // plugins/native-snapshots
 )
 
 // The recorder's plugins, in run order.
@@ -69,7 +70,7 @@ func testMain(m *testing.M) int {
 	// One go build with -o <dir> writes every main package into dir.
 	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
 		"./cmd/lethe", "./internal/deletion/testdata/recorder", "./internal/e2e/testdata/gate", "./internal/e2e/testdata/fleetrec",
-		"./plugins/noop", "./plugins/snapshot-files")
+		"./plugins/noop", "./plugins/snapshot-files", "./plugins/native-snapshots")
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -88,6 +89,7 @@ type env struct {
 	record  string // LETHE_RECORD_FILE
 	control string // LETHE_RECORD_CONTROL_DIR
 	gate    string // LETHE_GATE_DIR
+	cloud   string // LETHE_FAKE_CLOUD_DIR of plugins/native-snapshots
 	extra   []string
 }
 
@@ -102,8 +104,9 @@ func newEnv(t *testing.T, plugins ...string) *env {
 		record:  filepath.Join(base, "record.txt"),
 		control: filepath.Join(base, "control"),
 		gate:    filepath.Join(base, "gate"),
+		cloud:   filepath.Join(base, "cloud"),
 	}
-	for _, d := range []string{e.home, e.dir, e.control, e.gate, filepath.Join(e.home, "plugins")} {
+	for _, d := range []string{e.home, e.dir, e.control, e.gate, e.cloud, filepath.Join(e.home, "plugins")} {
 		require.NoError(t, os.MkdirAll(d, 0o750))
 	}
 	for _, p := range plugins {
@@ -144,6 +147,7 @@ func (e *env) environ() []string {
 	}
 	forward(pluginRecorder, "LETHE_RECORD_FILE="+e.record, "LETHE_RECORD_CONTROL_DIR="+e.control)
 	forward(pluginGate, "LETHE_GATE_DIR="+e.gate)
+	forward(pluginNative, "LETHE_FAKE_CLOUD_DIR="+e.cloud)
 	for _, kv := range e.extra {
 		if strings.HasPrefix(kv, "LETHE_GATE_") {
 			forward(pluginGate, kv)

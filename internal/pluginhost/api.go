@@ -43,4 +43,9 @@ type SessionOptions struct {
 	Window int
 	// ItemTimeout overrides the plugin's execute timeout.
 	ItemTimeout time.Duration
+	// VeleroBackup, when set, is the velero.io/v1 Backup JSON an
+	// unmodified Velero plugin receives, as it is (the backup's own
+	// velero-backup.json), instead of the one built from the
+	// plugin.Backup. Lethe's own plugins never see it.
+	VeleroBackup []byte
 }

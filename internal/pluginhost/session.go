@@ -45,6 +45,8 @@ type Session struct {
 	window  int
 	timeout time.Duration
 	grace   time.Duration
+	// veleroBackup is SessionOptions.VeleroBackup.
+	veleroBackup []byte
 
 	ctx         context.Context
 	cancel      context.CancelCauseFunc
@@ -112,20 +114,21 @@ func (h *Host) OpenSession(ctx context.Context, pluginName string, backup plugin
 		return nil, err
 	}
 	s := &Session{
-		h:           h,
-		b:           e.bin,
-		name:        full,
-		backup:      backupToProto(backup),
-		batch:       batch,
-		window:      window,
-		timeout:     cmp.Or(opts.ItemTimeout, h.timeoutFor(full)),
-		grace:       h.cfg.CancelGrace,
-		slots:       make(chan struct{}, window),
-		results:     make(chan Result, window),
-		notify:      make(chan struct{}, 1),
-		closeSendCh: make(chan struct{}),
-		done:        make(chan struct{}),
-		pending:     make(map[uint64]*pendingItem, window),
+		h:            h,
+		b:            e.bin,
+		name:         full,
+		backup:       backupToProto(backup),
+		batch:        batch,
+		window:       window,
+		timeout:      cmp.Or(opts.ItemTimeout, h.timeoutFor(full)),
+		grace:        h.cfg.CancelGrace,
+		veleroBackup: opts.VeleroBackup,
+		slots:        make(chan struct{}, window),
+		results:      make(chan Result, window),
+		notify:       make(chan struct{}, 1),
+		closeSendCh:  make(chan struct{}),
+		done:         make(chan struct{}),
+		pending:      make(map[uint64]*pendingItem, window),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	go s.run()
@@ -344,7 +347,11 @@ func (e *hungError) Error() string {
 func (s *Session) stream(p *proc) error {
 	sctx, scancel := context.WithCancelCause(s.ctx)
 	defer scancel(nil)
-	st, err := p.stubs.Action.Execute(sctx, executeCodec)
+	ectx := sctx
+	if s.b.velero && s.veleroBackup != nil {
+		ectx = withVeleroBackup(sctx, s.veleroBackup)
+	}
+	st, err := p.stubs.Action.Execute(ectx, executeCodec)
 	if err != nil {
 		return fmt.Errorf("open Execute stream: %w", err)
 	}

@@ -134,8 +134,9 @@ func (c *veleroClient) AppliesTo(ctx context.Context, in *pluginv1.AppliesToRequ
 // unary calls.
 func (c *veleroClient) Execute(ctx context.Context, _ ...grpc.CallOption) (grpc.BidiStreamingClient[pluginv1.ExecuteRequest, pluginv1.ExecuteResponse], error) {
 	sctx, cancel := context.WithCancelCause(ctx)
+	raw, _ := ctx.Value(veleroBackupKey{}).([]byte)
 	s := &veleroStream{
-		c: c, ctx: sctx, cancel: cancel,
+		c: c, ctx: sctx, cancel: cancel, raw: raw,
 		work: make(chan *pluginv1.Item, 1<<16), results: make(chan *pluginv1.ItemResult, 1<<10),
 		cancels: map[uint64]context.CancelCauseFunc{}, closedSend: make(chan struct{}),
 	}
@@ -148,9 +149,12 @@ type veleroStream struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	once    sync.Once
-	plugin  string
-	backup  []byte
+	once   sync.Once
+	plugin string
+	backup []byte
+	// raw is the backup's own velero-backup.json, sent as it is when set
+	// (SessionOptions.VeleroBackup).
+	raw     []byte
 	work    chan *pluginv1.Item
 	results chan *pluginv1.ItemResult
 	wg      sync.WaitGroup
@@ -168,9 +172,12 @@ func (s *veleroStream) Send(m *pluginv1.ExecuteRequest) error {
 	}
 	switch msg := m.GetMsg().(type) {
 	case *pluginv1.ExecuteRequest_Start:
-		b, err := veleroBackupJSON(msg.Start.GetBackup())
-		if err != nil {
-			return err
+		b := s.raw
+		if b == nil {
+			var err error
+			if b, err = veleroBackupJSON(msg.Start.GetBackup()); err != nil {
+				return err
+			}
 		}
 		s.plugin, s.backup = msg.Start.GetPlugin(), b
 		s.once.Do(func() {
@@ -316,7 +323,16 @@ func (s *veleroStream) RecvMsg(m any) error {
 	return nil
 }
 
-// veleroBackupJSON builds the velero.io/v1 Backup a Velero plugin gets.
+// veleroBackupKey carries SessionOptions.VeleroBackup from a session to
+// the Execute stream it opens on a Velero binary.
+type veleroBackupKey struct{}
+
+func withVeleroBackup(ctx context.Context, raw []byte) context.Context {
+	return context.WithValue(ctx, veleroBackupKey{}, raw)
+}
+
+// veleroBackupJSON builds the velero.io/v1 Backup a Velero plugin gets
+// when the backup has no velero-backup.json of its own.
 // Its spec.storageLocation is the name of Velero's storage location when
 // the backup came from a Velero bucket (the velero.io/storage-location
 // label Velero sets), else Lethe's storage URL.

@@ -6,6 +6,7 @@ import (
 	"github.com/lethehq/lethe/internal/archive"
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/velero"
 )
 
 // SamplesPerPlugin is how many item keys a backup records per expected
@@ -58,4 +59,24 @@ func selects(in pluginhost.Info, it *archive.Item) bool {
 		return false
 	}
 	return !m.HasLabelSelector() || m.MatchesLabels(it.Labels)
+}
+
+// addSnapshots counts, in the expected plugins, the native volume
+// snapshots that follow the tarball's items (from ordinal first), as the
+// deletion pipeline will send them.
+func (sc *scanned) addSnapshots(infos []pluginhost.Info, first int64, snaps []velero.SnapshotItem) {
+	for i := range snaps {
+		it := backup.SnapshotItem(first+int64(i), &snaps[i])
+		for _, in := range infos {
+			if !selects(in, it) {
+				continue
+			}
+			c := sc.expected[in.Name]
+			c.Items++
+			if len(c.Samples) < SamplesPerPlugin {
+				c.Samples = append(c.Samples, it.Key())
+			}
+			sc.expected[in.Name] = c
+		}
+	}
 }

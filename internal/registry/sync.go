@@ -56,6 +56,8 @@ type folder struct {
 	name     string
 	tarball  *blobstore.Attributes
 	metadata *blobstore.Attributes
+	// snapshots is the list of native volume snapshots.
+	snapshots *blobstore.Attributes
 }
 
 // Sync imports the backups found in storage that the catalog does not
@@ -103,6 +105,8 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 		switch {
 		case file == velero.MetadataFile:
 			f.metadata = o
+		case file == name+velero.VolumeSnapshotsSuffix:
+			f.snapshots = o
 		case file == name+backup.ExtGzip, file == name+backup.ExtZstd:
 			if f.tarball == nil || file == name+backup.ExtGzip {
 				f.tarball = o
@@ -202,6 +206,18 @@ func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, op
 		return nil
 	}
 	res.Items = sc.sum.Items
+	// The native volume snapshots the backup took are items too: a list
+	// that cannot be read is reported, never taken for an empty one.
+	snaps := &backup.VolumeSnapshotsInfo{}
+	if f.snapshots != nil {
+		items, info, err := backup.ReadVolumeSnapshots(ctx, g.cfg.Blobs, f.snapshots.Key)
+		if err != nil {
+			res.Action, res.Reason = SyncRejected, err.Error()
+			return nil
+		}
+		snaps = info
+		sc.addSnapshots(g.cfg.Plugins.Plugins(), sc.sum.Items, items)
+	}
 	if opts.DryRun {
 		res.Action = SyncWouldImport
 		return nil
@@ -210,6 +226,7 @@ func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, op
 		Resource: &catalog.Resource{Kind: backup.Kind, Name: res.Name, Annotations: map[string]string{AnnotationImportedFrom: key}},
 		Spec:     g.spec(key, a.Size, a.Version, sc),
 	}
+	b.Spec.VolumeSnapshots = snaps
 	if meta != nil {
 		applyMetadata(b, meta, f.metadata.Key)
 	}

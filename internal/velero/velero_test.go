@@ -1,6 +1,8 @@
 package velero_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/velero"
 	"github.com/lethehq/lethe/internal/velero/velerotest"
+	"github.com/lethehq/lethe/pkg/plugin"
 )
 
 // TestFixtureBucketIsGenerated: the committed Velero 1.18 fixture bucket is
@@ -93,4 +96,75 @@ func TestBackupJSONIsAVeleroBackup(t *testing.T) {
 	require.Equal(t, "48h0m0s", b.Spec.TTL)
 	require.Equal(t, "default", b.Spec.StorageLocation)
 	require.Equal(t, "u1", b.Metadata.UID)
+}
+
+// TestParseVolumeSnapshots: Velero 1.18's list of native volume snapshots
+// becomes one NativeVolumeSnapshot item per entry, Velero's spec and
+// status carried as they are; a list Lethe cannot read is an error, never
+// an empty list.
+func TestParseVolumeSnapshots(t *testing.T) {
+	files := velerotest.Backup("nightly")
+	key := velero.VolumeSnapshotsKey("nightly")
+	require.Equal(t, key, velero.VolumeSnapshotsKeyBeside(velero.TarballKey("nightly")))
+	require.Empty(t, velero.VolumeSnapshotsKeyBeside("tarballs/nightly.tar.gz"))
+	items, err := velero.ParseVolumeSnapshots(files[key], key)
+	require.NoError(t, err)
+	require.Len(t, items, 1)
+	require.Equal(t, "pv-data", items[0].Name)
+	require.Equal(t, velerotest.SnapshotID("nightly"), items[0].ProviderSnapshotID)
+	it := plugin.Item{Group: "lethe.io", Resource: "nativevolumesnapshots", Name: items[0].Name, Object: items[0].Object}
+	s, err := it.NativeVolumeSnapshot()
+	require.NoError(t, err)
+	require.Equal(t, plugin.NativeVolumeSnapshotAPIVersion, s.APIVersion)
+	require.Equal(t, plugin.NativeVolumeSnapshotKind, s.Kind)
+	require.Equal(t, "nightly", s.Metadata.Labels[plugin.BackupNameLabel])
+	require.Equal(t, "nightly", s.Spec.BackupName)
+	require.Equal(t, velerotest.UID("nightly"), s.Spec.BackupUID)
+	require.Equal(t, "default", s.Spec.Location)
+	require.Equal(t, "vol-0a1b2c3d", s.Spec.ProviderVolumeID)
+	require.Equal(t, "gp3", s.Spec.VolumeType)
+	require.Equal(t, "eu-west-1a", s.Spec.VolumeAZ)
+	require.Equal(t, int64(3000), *s.Spec.VolumeIOPS)
+	require.Equal(t, velerotest.SnapshotID("nightly"), s.Status.ProviderSnapshotID)
+	require.Equal(t, "Completed", s.Status.Phase)
+
+	// Two snapshots of unnamed or same-named volumes get distinct names.
+	two := velerotest.VolumeSnapshotsFile([]map[string]any{
+		{"spec": map[string]any{"persistentVolumeName": "pv"}, "status": map[string]any{"phase": "Failed"}},
+		{"spec": map[string]any{"persistentVolumeName": "pv"}},
+		{"spec": map[string]any{}, "status": nil},
+	})
+	items, err = velero.ParseVolumeSnapshots(two, key)
+	require.NoError(t, err)
+	require.Equal(t, []string{"pv", "snapshot-1", "snapshot-2"}, []string{items[0].Name, items[1].Name, items[2].Name})
+
+	for _, empty := range []string{"null\n", "[]\n"} {
+		items, err = velero.ParseVolumeSnapshots(gzipped(t, empty), key)
+		require.NoError(t, err, empty)
+		require.Empty(t, items)
+	}
+	for _, tc := range []struct{ name, data, want string }{
+		{"not json", `[{"spec":`, "not a JSON list"},
+		{"object", `{"spec":{}}`, "not a JSON list"},
+		{"entry not object", `[1]`, "entry 0 is not a volume snapshot"},
+		{"no spec", `[{"status":{}}]`, "entry 0 is not a volume snapshot"},
+		{"two values", `[] []`, "more than one JSON value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := velero.ParseVolumeSnapshots(gzipped(t, tc.data), key)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err = velero.ParseVolumeSnapshots([]byte("[]"), key)
+	require.ErrorContains(t, err, "not gzip")
+}
+
+func gzipped(t *testing.T, s string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	_, err := w.Write([]byte(s))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return b.Bytes()
 }

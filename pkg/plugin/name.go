@@ -40,7 +40,7 @@ func NormalizeName(name string) (string, error) {
 // BuiltinPrefix: the ones Lethe ships (in its plugins/ folder). The host
 // refuses any other binary that claims a lethe.io/ name, and Serve refuses
 // to serve one.
-var BuiltinPlugins = []string{"lethe.io/noop", "lethe.io/snapshot-files"}
+var BuiltinPlugins = []string{"lethe.io/native-snapshots", "lethe.io/noop", "lethe.io/snapshot-files"}
 
 // CheckReserved returns an error when full (a name NormalizeName returned)
 // is under the reserved BuiltinPrefix but is not one of BuiltinPlugins.

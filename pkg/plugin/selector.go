@@ -22,6 +22,8 @@ import (
 //   - Secrets (resource "secrets" of the core group) are least-privilege: a
 //     selector matches them only when IncludedResources names "secrets"
 //     literally. A zero selector, "*" or any other glob never does.
+//   - Native volume snapshots (NativeVolumeSnapshotGroupResource) likewise
+//     match only a selector whose IncludedResources names them literally.
 type ResourceSelector struct {
 	IncludedNamespaces []string
 	ExcludedNamespaces []string
@@ -67,6 +69,9 @@ type Matcher struct {
 	excluded      []string
 	labels        labels.Selector
 	secrets       bool // IncludedResources names "secrets" literally
+	// nativeSnapshots: IncludedResources names NativeVolumeSnapshot items
+	// literally.
+	nativeSnapshots bool
 }
 
 // SecretsResource is the group-qualified resource of Secrets (core group),
@@ -105,6 +110,8 @@ func (s ResourceSelector) Compile() (*Matcher, error) {
 		return nil, err
 	}
 	m.secrets = slices.Contains(m.included, SecretsResource)
+	m.nativeSnapshots = slices.Contains(m.included, NativeVolumeSnapshotGroupResource) ||
+		slices.Contains(m.included, NativeVolumeSnapshotResource)
 	if slices.Contains(m.included, "*") {
 		m.included = nil
 	}
@@ -136,9 +143,13 @@ func compilePatterns(in []string) ([]string, error) {
 // MatchesResource reports whether the namespace and resource filters admit
 // an item, before labels are looked at. The host uses it to decide cheaply
 // which actions may want a (resource, namespace) pair. Core-group secrets
-// match only a selector that names "secrets" literally.
+// match only a selector that names "secrets" literally, and native volume
+// snapshots one that names "nativevolumesnapshots[.lethe.io]" literally.
 func (m *Matcher) MatchesResource(groupResource, resource, namespace string) bool {
 	if groupResource == SecretsResource && !m.secrets {
+		return false
+	}
+	if groupResource == NativeVolumeSnapshotGroupResource && !m.nativeSnapshots {
 		return false
 	}
 	if namespace == "" {

@@ -211,3 +211,30 @@ func TestSecretsOnlyWhenNamed(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, m.Matches(otherGroup, nil))
 }
+
+// TestNativeVolumeSnapshotsOnlyWhenNamed: native volume snapshot items
+// reach a plugin only when its selector names their resource literally.
+func TestNativeVolumeSnapshotsOnlyWhenNamed(t *testing.T) {
+	snap := plugin.Item{
+		Group: plugin.NativeVolumeSnapshotGroup, Version: plugin.NativeVolumeSnapshotVersion,
+		Resource: plugin.NativeVolumeSnapshotResource, Kind: plugin.NativeVolumeSnapshotKind, Name: "pv-data",
+	}
+	for _, tc := range []struct {
+		sel  plugin.ResourceSelector
+		want bool
+	}{
+		{plugin.ResourceSelector{}, false},
+		{plugin.ResourceSelector{IncludedResources: []string{"*"}}, false},
+		{plugin.ResourceSelector{IncludedResources: []string{"*.lethe.io"}}, false},
+		{plugin.ResourceSelector{IncludedResources: []string{"volumesnapshots"}}, false},
+		{plugin.ResourceSelector{IncludedResources: []string{"nativevolumesnapshots"}}, true},
+		{plugin.ResourceSelector{IncludedResources: []string{"NativeVolumeSnapshots.lethe.io"}}, true},
+		{plugin.ResourceSelector{IncludedResources: []string{"nativevolumesnapshots.lethe.io"}, IncludedNamespaces: []string{"shop"}}, false},
+		{plugin.ResourceSelector{IncludedResources: []string{"nativevolumesnapshots"}, ExcludedResources: []string{"*"}}, false},
+	} {
+		m, err := tc.sel.Compile()
+		require.NoError(t, err)
+		require.Equal(t, tc.want, m.Matches(snap, nil), "selector %+v", tc.sel)
+	}
+	require.True(t, snap.IsNativeVolumeSnapshot())
+}

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/crc64"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,7 +62,7 @@ func BackupObject(name string) map[string]any {
 		"apiVersion": velero.APIVersion,
 		"kind":       velero.BackupKind,
 		"metadata": map[string]any{
-			"name": name, "namespace": "velero", "uid": "6b5a1c2e-0000-4000-8000-" + fmt.Sprintf("%012x", len(name)),
+			"name": name, "namespace": "velero", "uid": UID(name),
 			"creationTimestamp": Created.Format(time.RFC3339),
 			"generation":        7,
 			"resourceVersion":   "48213",
@@ -118,15 +119,37 @@ func Backup(name string) Files {
 	for _, k := range velero.SiblingKeys(name) {
 		f[k] = gz([]byte(fmt.Sprintf("[{\"file\":%q}]\n", filepath.Base(k))))
 	}
-	f[velero.VolumeSnapshotsKey(name)] = gz(mustJSON([]map[string]any{{
-		"spec": map[string]any{
-			"backupName": name, "location": "default", "persistentVolumeName": "pv-data",
-			"providerVolumeID": "vol-0a1b2c3d", "volumeType": "gp3", "volumeAZ": "eu-west-1a",
-		},
-		"status": map[string]any{"providerSnapshotID": "snap-0123456789abcdef0", "phase": "Completed"},
-	}}))
+	f[velero.VolumeSnapshotsKey(name)] = gz(mustJSON(VolumeSnapshots(name)))
 	return f
 }
+
+// UID is metadata.uid of the generated backup named name.
+func UID(name string) string { return "6b5a1c2e-0000-4000-8000-" + fmt.Sprintf("%012x", len(name)) }
+
+// SnapshotID is the providerSnapshotID of the native volume snapshot the
+// backup named name took of its volume pv-data: unique per backup, as a
+// cloud's are.
+func SnapshotID(name string) string {
+	return fmt.Sprintf("snap-%016x", crc64.Checksum([]byte(name), crc64.MakeTable(crc64.ECMA)))
+}
+
+// VolumeSnapshots is the list Velero 1.18 writes in
+// <name>-volumesnapshots.json.gz (a JSON array of volume.Snapshot,
+// internal/volume/native_snapshot.go): the one native snapshot the backup
+// named name took, of the persistent volume pv-data of its tarball.
+func VolumeSnapshots(name string) []map[string]any {
+	return []map[string]any{{
+		"spec": map[string]any{
+			"backupName": name, "backupUID": UID(name), "location": "default", "persistentVolumeName": "pv-data",
+			"providerVolumeID": "vol-0a1b2c3d", "volumeType": "gp3", "volumeAZ": "eu-west-1a", "volumeIOPS": 3000,
+		},
+		"status": map[string]any{"providerSnapshotID": SnapshotID(name), "phase": "Completed"},
+	}}
+}
+
+// VolumeSnapshotsFile is a list of volume snapshots as Velero stores it:
+// gzip JSON, ended by the newline of Velero's encoder.
+func VolumeSnapshotsFile(snaps []map[string]any) []byte { return gz(mustJSON(snaps)) }
 
 // Restore returns the files Velero stores for a restore named name: they
 // are not a backup's, and a purge must leave them.
@@ -212,5 +235,5 @@ func mustJSON(v any) []byte {
 	if err != nil {
 		panic(err)
 	}
-	return b
+	return append(b, '\n')
 }

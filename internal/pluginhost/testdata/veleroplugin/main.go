@@ -8,8 +8,9 @@
 //
 //   - example.io/recorder selects every ConfigMap and Secret and appends one
 //     line per Execute to the file $VELERO_RECORD_FILE: the plugin, the
-//     item's kind, namespace/name, and the Backup's name, storage location
-//     and the value of its label "app", tab-separated. An item named in
+//     item's kind, namespace/name, and the Backup's name, storage location,
+//     the value of its label "app" and its spec.includedNamespaces (joined
+//     by commas), tab-separated. An item named in
 //     $VELERO_FAIL_ITEM gets an error instead.
 //   - example.io/pvs selects persistentvolumes and records them the same way.
 package main
@@ -64,6 +65,7 @@ func (r *recorder) Execute(in *velero.DeleteItemActionExecuteInput) error {
 	line := strings.Join([]string{
 		plugin, u.kind, u.namespace + "/" + u.name,
 		in.Backup.Name, in.Backup.Spec.StorageLocation, in.Backup.Labels["app"],
+		strings.Join(in.Backup.Spec.IncludedNamespaces, ","),
 	}, "\t") + "\n"
 	path := os.Getenv("VELERO_RECORD_FILE")
 	if path == "" {
