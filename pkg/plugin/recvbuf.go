@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"math/bits"
 	"strings"
 	"sync/atomic"
 )
@@ -30,7 +31,7 @@ type recvBuf struct {
 
 const (
 	// maxFreeRecvBufs bounds the buffers kept for reuse.
-	maxFreeRecvBufs = 8
+	maxFreeRecvBufs = 4
 	// maxRecvInterned bounds the strings a pool interns.
 	maxRecvInterned = 4096
 	nameChunk       = 16 << 10
@@ -51,7 +52,10 @@ func (p *recvPool) get(n int) *recvBuf {
 			rb.b = rb.b[:n]
 			return rb
 		default:
-			return &recvBuf{b: make([]byte, n), pool: p}
+			// Rounded up to a power of two, so that the buffer fits most
+			// later batches, whose sizes vary.
+			c := 1 << bits.Len(uint(max(n, 1)-1))
+			return &recvBuf{b: make([]byte, n, c), pool: p}
 		}
 	}
 }
