@@ -53,8 +53,12 @@ func (p *recvPool) get(n int) *recvBuf {
 			return rb
 		default:
 			// Rounded up to a power of two, so that the buffer fits most
-			// later batches, whose sizes vary.
-			c := 1 << bits.Len(uint(max(n, 1)-1))
+			// later batches, whose sizes vary; not past 2 MiB (a batch is
+			// at most about 1 MiB of items: larger ones are rare).
+			c := n
+			if n <= 1<<21 {
+				c = 1 << bits.Len(uint(max(n, 1)-1))
+			}
 			return &recvBuf{b: make([]byte, n, c), pool: p}
 		}
 	}
