@@ -15,8 +15,13 @@ type Item struct {
 	Namespace string
 	Name      string
 	Labels    map[string]string
-	// Object is the item's JSON. Each Item owns its slice.
+	// Object is the item's JSON. Each Item owns its slice, until it is
+	// handed back through Reader.Recycle.
 	Object []byte
+
+	// chunk counts Object, carved from the bodies of from; see Recycle.
+	chunk *bodyChunk
+	from  *Reader
 }
 
 // GroupResource returns "resource.group", or "resource" for the core group.

@@ -95,8 +95,9 @@ type Reader struct {
 	scratch []byte
 	// dst is where NextInto wants the next item decoded.
 	dst *Item
-	// bodies holds the items' bodies: one allocation per chunk of them.
-	bodies slab
+	// bodies holds the items' bodies: one allocation per chunk of them,
+	// and chunks reused once their items are recycled.
+	bodies bodies
 }
 
 type fingerprint struct {
@@ -124,6 +125,7 @@ func NewReader(r io.Reader, lim Limits) (*Reader, error) {
 		grs:     make(map[string]*grInfo),
 		strs:    make(map[string]string),
 		pending: make(map[fingerprint]int),
+		bodies:  newBodies(),
 	}
 	rd.br = bufio.NewReaderSize(rd.src, 64<<10)
 	magic, err := rd.br.Peek(4)
@@ -303,10 +305,11 @@ func (r *Reader) readVersion(hdr *tarHeader) error {
 	if hdr.Size > maxVersionFileSize {
 		return newErr(hdr.Name, ErrVersion, "format version file is over "+strconv.Itoa(maxVersionFileSize)+" bytes")
 	}
-	b, err := r.readBody(hdr, nil)
+	b, err := r.readBody(hdr, r.scratch)
 	if err != nil {
 		return err
 	}
+	r.scratch = b[:0]
 	v := strings.TrimSpace(string(b))
 	if !supportedVersion(v) {
 		return newErr(hdr.Name, ErrVersion, "format version "+strconv.Quote(v)+" is not supported (want 1.x.x)")
@@ -315,13 +318,9 @@ func (r *Reader) readVersion(hdr *tarHeader) error {
 	return nil
 }
 
-// readBody reads the current entry's body into buf (grown as needed), or
-// into a slice of its own from the slab when buf is nil.
+// readBody reads the current entry's body into buf (grown as needed).
 func (r *Reader) readBody(hdr *tarHeader, buf []byte) ([]byte, error) {
-	switch {
-	case buf == nil && hdr.Size <= slabMax:
-		buf = r.bodies.bytes(int(hdr.Size))
-	case int64(cap(buf)) < hdr.Size:
+	if int64(cap(buf)) < hdr.Size {
 		buf = make([]byte, hdr.Size)
 	}
 	buf = buf[:hdr.Size]
@@ -329,6 +328,16 @@ func (r *Reader) readBody(hdr *tarHeader, buf []byte) ([]byte, error) {
 		return nil, r.streamErr(err)
 	}
 	return buf, nil
+}
+
+// readItemBody reads the current entry's body into a slice of its own,
+// carved from bodies, and returns the chunk that counts it.
+func (r *Reader) readItemBody(hdr *tarHeader) ([]byte, *bodyChunk, error) {
+	buf, c := r.bodies.carve(int(hdr.Size))
+	if _, err := io.ReadFull(r.tr, buf); err != nil {
+		return nil, nil, r.streamErr(err)
+	}
+	return buf, c, nil
 }
 
 func (r *Reader) readItem(name string, hdr *tarHeader) (*Item, error) {
@@ -364,7 +373,7 @@ func (r *Reader) readItem(name string, hdr *tarHeader) (*Item, error) {
 			r.copies++
 			return nil, nil // a copy: Validate proved its item is there
 		}
-		body, err := r.readBody(hdr, nil)
+		body, c, err := r.readItemBody(hdr)
 		if err != nil {
 			return nil, err
 		}
@@ -372,6 +381,7 @@ func (r *Reader) readItem(name string, hdr *tarHeader) (*Item, error) {
 		if err != nil {
 			return nil, err
 		}
+		r.own(it, c)
 		gi.items++
 		it.Ordinal = r.ordinal
 		r.ordinal++
@@ -394,7 +404,7 @@ func (r *Reader) readItem(name string, hdr *tarHeader) (*Item, error) {
 	if ip.dir != "" {
 		return nil, r.readCopy(name, hdr, ip, fp, prev)
 	}
-	body, err := r.readBody(hdr, nil)
+	body, c, err := r.readItemBody(hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -402,6 +412,7 @@ func (r *Reader) readItem(name string, hdr *tarHeader) (*Item, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.own(it, c)
 	if prev != 0 {
 		// Copies came first and the first one is pending: the item is here.
 		pc := r.pendingItem(fp)
@@ -548,6 +559,13 @@ func (r *Reader) decode(name string, hdr *tarHeader, ip itemPath, body []byte, l
 		Object:    body,
 	}
 	return dst, nil
+}
+
+// own records that it's body was carved from c, for Recycle.
+func (r *Reader) own(it *Item, c *bodyChunk) {
+	if c != nil {
+		it.chunk, it.from = c, r
+	}
 }
 
 // maxInterned bounds the strings intern keeps (kinds and versions: a few

@@ -242,7 +242,12 @@ func (d *Deleter) keepLease(ctx context.Context, cancel context.CancelCauseFunc,
 	return done
 }
 
-// work is one item travelling through the plugin stages.
+// sparePool bounds the spent works kept for the feeder to reuse.
+const sparePool = 4096
+
+// work is one item travelling through the plugin stages. Once the settler
+// has finished it, nothing else refers to it: it is reused for a later
+// item (settler.spent).
 type work struct {
 	it *archive.Item
 	// item is where it is decoded, usually (archive.Reader.NextInto).
@@ -520,6 +525,10 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	win := newWindow(startWatermark, int64(d.cfg.ReorderWindow))
 	var readErr error
 	feedDone := make(chan struct{})
+	// The settler hands back the work of the items it is done with, and
+	// their bodies to the reader (see archive.Reader.Recycle): the feeder
+	// reads the next items into them.
+	spare := make(chan *work, sparePool)
 	go func() {
 		defer close(feedDone)
 		defer close(first)
@@ -528,7 +537,11 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 		var snap int // the next native volume snapshot, after the tarball
 		for {
 			if wk == nil {
-				wk = new(work)
+				select {
+				case wk = <-spare:
+				default:
+					wk = new(work)
+				}
 			}
 			var it *archive.Item
 			if snap == 0 {
@@ -556,6 +569,7 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 			p := prior[it.Ordinal]
 			switch {
 			case it.Ordinal < startWatermark && p == nil:
+				ar.Recycle(it)
 				continue // settled by an earlier run
 			case it.Ordinal < startWatermark:
 				wk.prior = p
@@ -593,19 +607,31 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 	s := &settler{
 		d: d, r: r, fence: fence, progress: progress, names: names,
 		unsettled: maps.Clone(prior), opts: opts, lastSave: time.Now(), window: win,
+		reader: ar,
 	}
 	var sinkErr error
 	for wk := range last {
 		if sinkErr != nil {
 			continue // drain
 		}
-		if err := s.add(ctx, wk); err != nil {
+		ord := wk.it.Ordinal
+		err := s.add(ctx, wk)
+		if err != nil {
 			sinkErr = err
 			cancel(err)
 		}
 		if d.hooks.settled != nil {
-			d.hooks.settled(wk.it.Ordinal)
+			d.hooks.settled(ord)
 		}
+		// What the settler is done with goes back to the feeder.
+		for _, wk := range s.spent {
+			select {
+			case spare <- wk:
+			default:
+			}
+		}
+		clear(s.spent)
+		s.spent = s.spent[:0]
 	}
 	wg.Wait()
 	<-feedDone

@@ -38,18 +38,27 @@ type settler struct {
 	lastSave       time.Time
 	// window is told every watermark advance (it lets the feeder on).
 	window *window
+	// reader takes back the bodies of the items whose chain has ended.
+	reader *archive.Reader
+	// spent are the works finished since the caller last emptied it: no
+	// one refers to them any more.
+	spent []*work
 }
 
 func (s *settler) add(ctx context.Context, wk *work) error {
 	s.processed++
+	// Its chain has ended: only the ordinal and key are needed now, and
+	// the body goes back to the reader.
+	if s.reader != nil {
+		s.reader.Recycle(wk.it)
+	}
+	wk.it.Object = nil
 	if wk.it.Ordinal < s.progress.Watermark {
 		s.finish(wk)
 	} else {
 		if s.pending == nil {
 			s.pending = map[int64]*work{}
 		}
-		// Its chain has ended: only the ordinal and key are needed now.
-		wk.it.Object = nil
 		s.pending[wk.it.Ordinal] = wk
 		for {
 			next, ok := s.pending[s.progress.Watermark]
@@ -105,6 +114,7 @@ func (s *settler) finish(wk *work) {
 		delete(s.unsettled, ord)
 		s.settle = append(s.settle, *wk.prior)
 	}
+	s.spent = append(s.spent, wk)
 }
 
 // save writes a checkpoint. A final save also reports progress.

@@ -45,7 +45,10 @@ type Item struct {
 	// Name is the object's name.
 	Name string
 	// Object is the item's JSON as stored in the tarball. It is owned by
-	// the action for the duration of Execute and must not be retained.
+	// the action for the duration of Execute and must not be retained:
+	// once Execute returns, the SDK sets it to nil and receives later
+	// items into the same bytes. Copy it (bytes.Clone) to keep it. The
+	// other fields, strings of their own, may be kept.
 	Object []byte
 }
 

@@ -47,6 +47,9 @@ var fastServers sync.Map // *grpc.Server -> struct{}
 type wireRequest struct {
 	slots []slot
 	req   pluginv1.ExecuteRequest
+	// pool, when set, is where the batch's bytes are received, to be
+	// reused once its items are released (see recvPool).
+	pool *recvPool
 }
 
 // wireResponse is an ExecuteResponse carrying the results in slots,
@@ -64,12 +67,21 @@ func (c batchCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 func (c batchCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if w, ok := v.(*wireRequest); ok {
-		b := data.Materialize()
-		if w.decodeBatch(b) {
+		if w.pool == nil {
+			b := data.Materialize()
+			if w.decodeBatch(b, nil) {
+				return nil
+			}
+			w.slots = nil
+			return proto.Unmarshal(b, &w.req)
+		}
+		rb := w.pool.get(data.Len())
+		data.CopyTo(rb.b)
+		if w.decodeBatch(rb.b, rb) {
 			return nil
 		}
 		w.slots = nil
-		return proto.Unmarshal(b, &w.req)
+		return proto.Unmarshal(rb.b, &w.req) // copies what it keeps: rb is garbage
 	}
 	req, ok := v.(*pluginv1.ExecuteRequest)
 	if !ok {
@@ -111,8 +123,11 @@ func batchBody(b []byte) (body []byte, count int, ok bool) {
 	return body, count, true
 }
 
-// decodeBatch decodes b into w.slots if it is an ItemBatch request.
-func (w *wireRequest) decodeBatch(b []byte) bool {
+// decodeBatch decodes b into w.slots if it is an ItemBatch request. With
+// rb (b's buffer, from w.pool), the objects alias b and each slot holds a
+// reference to rb, and the strings are w.pool's; without, everything
+// aliases b, which is never written again.
+func (w *wireRequest) decodeBatch(b []byte, rb *recvBuf) bool {
 	body, count, ok := batchBody(b)
 	if !ok {
 		return false
@@ -127,8 +142,32 @@ func (w *wireRequest) decodeBatch(b []byte) bool {
 		if !decodeItem(msg, &it) {
 			return false
 		}
-		w.slots[i].id = it.Id
-		w.slots[i].in.Item = itemFromProto(&it)
+		sl := &w.slots[i]
+		sl.id = it.Id
+		if rb == nil {
+			sl.in.Item = itemFromProto(&it)
+			continue
+		}
+		p := w.pool
+		sl.in.Item = Item{
+			Group:     p.intern(it.Group),
+			Version:   p.intern(it.Version),
+			Resource:  p.intern(it.Resource),
+			Kind:      p.intern(it.Kind),
+			Namespace: p.intern(it.Namespace),
+			Name:      p.copy(it.Name),
+			Object:    it.Object,
+		}
+	}
+	if rb != nil {
+		rb.refs.Store(int32(count)) //nolint:gosec // G115: a message holds far fewer than 2^31 items
+		if count == 0 {
+			rb.refs.Store(1)
+			rb.release()
+		}
+		for i := range w.slots {
+			w.slots[i].buf = rb
+		}
 	}
 	return true
 }

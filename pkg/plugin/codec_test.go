@@ -75,3 +75,37 @@ func TestWireResponseEncodesAsProtobufDoes(t *testing.T) {
 	require.NoError(t, proto.Unmarshal(data.Materialize(), &got))
 	require.True(t, proto.Equal(want, &got), "got %v, want %v", &got, want)
 }
+
+// TestRecvPoolReusesReleasedBatches: a batch's buffer is received into
+// again only once every one of its items is released; the strings never
+// alias it.
+func TestRecvPoolReusesReleasedBatches(t *testing.T) {
+	c := batchCodec{base: codecOption2Base()}
+	pool := newRecvPool()
+	recv := func(name string) *wireRequest {
+		items := []*pluginv1.Item{
+			{Id: 1, Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespace: "ns", Name: name + "-a", Object: []byte(`{"n":"` + name + `-a"}`)},
+			{Id: 2, Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespace: "ns", Name: name + "-b", Object: []byte(`{"n":"` + name + `-b"}`)},
+		}
+		w := &wireRequest{pool: pool}
+		require.NoError(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(batchMsg(t, items...))}, w))
+		require.Len(t, w.slots, 2)
+		return w
+	}
+	first := recv("one")
+	buf := first.slots[0].buf
+	name := first.slots[0].in.Item.Name
+	first.slots[0].release()
+	require.Nil(t, first.slots[0].in.Item.Object)
+	// One item still holds the buffer: the next batch gets another.
+	second := recv("two")
+	require.NotSame(t, buf, second.slots[0].buf)
+	require.Equal(t, `{"n":"one-b"}`, string(first.slots[1].in.Item.Object))
+	first.slots[1].release()
+	third := recv("six")
+	require.Same(t, buf, third.slots[0].buf, "a released buffer is received into again")
+	require.Equal(t, "one-a", name)
+	require.Equal(t, "one-b", first.slots[1].in.Item.Name)
+	require.Equal(t, `{"n":"six-a"}`, string(third.slots[0].in.Item.Object))
+	require.Equal(t, `{"n":"two-b"}`, string(second.slots[1].in.Item.Object))
+}

@@ -160,11 +160,13 @@ type execution struct {
 // slot is everything one item needs on its way through an execution; the
 // slots of a batch are allocated at once, and kept small: what only a few
 // items need is in extra. A slot is never reused: the author may keep the
-// input.
+// input (but not its Item.Object: see recvPool).
 type slot struct {
 	id     uint64
 	cancel context.CancelCauseFunc // set while running
 	in     DeleteItemActionInput
+	// buf holds in.Item.Object until the item is released.
+	buf *recvBuf
 	// outcome is the result; extra its message and retryAfter, if any.
 	outcome pluginv1.Outcome
 	extra   *slotExtra
@@ -174,6 +176,17 @@ type slotExtra struct {
 	cancelled  string // set when cancelled while queued
 	message    string
 	retryAfter *durationpb.Duration
+}
+
+// release gives up the slot's reference to its batch's receive buffer,
+// once the item is finished: Execute returned, or will never run.
+func (sl *slot) release() {
+	if sl.buf == nil {
+		return
+	}
+	rb := sl.buf
+	sl.buf, sl.in.Item.Object = nil, nil
+	rb.release()
 }
 
 func (sl *slot) more() *slotExtra {
@@ -246,10 +259,12 @@ func (e *execution) receive(stream pluginv1.DeleteItemActionService_ExecuteServe
 			e.cancel(fmt.Errorf("panic receiving items: %v", v))
 		}
 	}()
+	pool := newRecvPool()
 	for {
 		var w wireRequest
 		var err error
 		if e.fast {
+			w.pool = pool
 			err = stream.RecvMsg(&w)
 		} else {
 			var req *pluginv1.ExecuteRequest
@@ -291,6 +306,7 @@ func (e *execution) enqueue(slots []slot) {
 	for i := range slots {
 		sl := &slots[i]
 		if _, dup := e.items[sl.id]; dup {
+			sl.release()
 			continue // already queued or running; its one result is coming
 		}
 		e.items[sl.id] = sl
@@ -371,6 +387,7 @@ func (e *execution) work() {
 			cancel(nil)
 			e.mu.Lock()
 		}
+		sl.release()
 		delete(e.items, sl.id)
 		e.results = append(e.results, sl)
 		if len(e.results) == 1 || (e.inputDone && len(e.items) == 0) {
