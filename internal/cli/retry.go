@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/retry"
 )
@@ -101,7 +103,11 @@ func (a *app) retryQueue(ctx context.Context) (*retry.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.webhooks, Logger: a.log})
+	// The collector writes the DeletionStuck condition of catalog
+	// resources: the queue wakes its work item when their rows change.
+	wake := gc.WakeOnRetryChange(st, deletion.DefaultHolder(), time.Now)
+	q, err := retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.webhooks, Logger: a.log,
+		OwnerSync: map[string]func(context.Context, string) error{retry.KindResource: wake, retry.KindWait: wake}})
 	if err != nil {
 		return nil, usageError{err}
 	}
