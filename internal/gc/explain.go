@@ -85,8 +85,6 @@ func (c *Collector) retryRows(ctx context.Context, r *catalog.Resource) ([]Retry
 	return infos, lines, nil
 }
 
-
-
 // maxExplainChildren caps the resources listed under one node.
 const maxExplainChildren = 20
 
