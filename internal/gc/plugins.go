@@ -171,14 +171,19 @@ func (c *Collector) runPlugins(ctx context.Context, rs []*catalog.Resource) erro
 			if st.r != r {
 				continue
 			}
-			if len(st.succeeded) > 0 {
-				if err := c.cfg.Retry.Succeed(ctx, r.Key(), r.UID, st.succeeded); err != nil {
-					return err
-				}
-			}
 			if st.stopped {
+				// Rows of the plugins done go; the others wait.
+				if len(st.succeeded) > 0 {
+					if err := c.cfg.Retry.Succeed(ctx, r.Key(), r.UID, st.succeeded); err != nil {
+						return err
+					}
+				}
 				continue
 			}
+			// Every plugin is done: its rows stay until the purge, which
+			// finishes them (DeletionCompleted when one was a dead
+			// letter), or until the step finds the resource still
+			// waiting on something else (syncRetryRows removes them).
 			nr, err := c.st.RemoveFinalizer(c.actor(ctx), r.Key(), catalog.FinalizerDeleteActions)
 			if err != nil {
 				return err

@@ -374,7 +374,10 @@ func (c *Collector) syncRetryRows(ctx context.Context, r *catalog.Resource, w *w
 				outs = append(outs, retry.Outcome{Kind: retry.KindWait, Owner: r.Key(), UID: r.UID, ItemID: row.ItemID, Result: "waiting", Message: msg})
 				continue
 			}
-		case row.Kind == retry.KindResource && w.pluginLeft && w.plugin == "":
+		case row.Kind == retry.KindResource && !w.pluginLeft:
+			gone = append(gone, row.RetryIdentity) // its plugins are all done
+			continue
+		case row.Kind == retry.KindResource && w.plugin == "":
 			w.plugin = pluginWait(row)
 		}
 		keep = append(keep, row)
