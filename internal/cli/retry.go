@@ -103,11 +103,17 @@ func (a *app) retryQueue(ctx context.Context) (*retry.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The collector writes the DeletionStuck condition of catalog
-	// resources: the queue wakes its work item when their rows change.
+	// One writer of DeletionStuck per resource, never the queue: the
+	// collector for catalog resources (the queue wakes its work item when
+	// their rows change), the deletion pipeline for backups.
 	wake := gc.WakeOnRetryChange(st, deletion.DefaultHolder(), time.Now)
-	q, err := retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.webhooks, Logger: a.log,
-		OwnerSync: map[string]func(context.Context, string) error{retry.KindResource: wake, retry.KindWait: wake}})
+	var q *retry.Queue
+	q, err = retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.webhooks, Logger: a.log,
+		OwnerSync: map[string]func(context.Context, string) error{
+			retry.KindResource:   wake,
+			retry.KindWait:       wake,
+			retry.KindBackupItem: deletion.SyncStuck(st, func() *retry.Queue { return q }, time.Now),
+		}})
 	if err != nil {
 		return nil, usageError{err}
 	}
