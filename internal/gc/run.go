@@ -446,7 +446,10 @@ func (c *Collector) RetryHandler() retry.Handler {
 		if _, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: uid, RunAt: c.now()}); err != nil {
 			return err
 		}
-		w, err := c.st.ClaimKey(ctx, Queue, uid, c.cfg.Holder, c.cfg.LeaseTTL)
+		// A holder of its own: a claim by the collector's own name would
+		// fence off a step this process's collector is running now,
+		// instead of waiting for it.
+		w, err := c.st.ClaimKey(ctx, Queue, uid, c.cfg.Holder+" (retry)", c.cfg.LeaseTTL)
 		var held *catalog.LeaseHeldError
 		if errors.As(err, &held) && c.cfg.DeadHolder != nil && c.cfg.DeadHolder(held.Holder) {
 			w, err = c.takeOver(ctx, uid, held.Holder)
