@@ -54,7 +54,14 @@ func (a *app) collector(ctx context.Context) (*gc.Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gc.New(gc.Config{Store: st, Plugins: gc.HostPlugins(h), Logger: a.log,
+	if err := a.g.retry.checkPluginNames(h.Plugins()); err != nil {
+		return nil, err
+	}
+	q, err := a.retryQueue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return gc.New(gc.Config{Store: st, Plugins: gc.HostPlugins(h), Logger: a.log, Retry: q,
 		Holder: deletion.DefaultHolder(), DeadHolder: deletion.DeadLocalHolder})
 }
 
@@ -355,8 +362,13 @@ nobody removes, a plugin that keeps blocking, a cycle).
 		if err != nil {
 			return err
 		}
-		// Explaining starts no plugin: it reads the catalog only.
-		col, err := gc.New(gc.Config{Store: st, NoPlugins: true, Logger: a.log})
+		q, err := a.retryQueue(cmd.Context())
+		if err != nil {
+			return err
+		}
+		// Explaining starts no plugin: it reads the catalog (and its
+		// retry queue) only.
+		col, err := gc.New(gc.Config{Store: st, NoPlugins: true, Logger: a.log, Retry: q})
 		if err != nil {
 			return err
 		}

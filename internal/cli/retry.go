@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/retry"
 )
@@ -101,7 +103,17 @@ func (a *app) retryQueue(ctx context.Context) (*retry.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.webhooks, Logger: a.log})
+	// One writer of DeletionStuck per resource, never the queue: the
+	// collector for catalog resources (the queue wakes its work item when
+	// their rows change), the deletion pipeline for backups.
+	wake := gc.WakeOnRetryChange(st, deletion.DefaultHolder(), time.Now)
+	var q *retry.Queue
+	q, err = retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.webhooks, Logger: a.log,
+		OwnerSync: map[string]func(context.Context, string) error{
+			retry.KindResource:   wake,
+			retry.KindWait:       wake,
+			retry.KindBackupItem: deletion.SyncStuck(st, func() *retry.Queue { return q }, time.Now),
+		}})
 	if err != nil {
 		return nil, usageError{err}
 	}
@@ -327,10 +339,12 @@ func newRetryNowCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "now ID | --all",
 		Short: "Requeue rows at once (a discarded one starts its attempts again); audited",
-		Long: `Make rows due now: 'lethe server' runs them at once. A discarded row gets a
-fresh set of attempts, and its owner's DeletionStuck condition is cleared
-when no discarded row is left. Each requeue is in the audit log, in the name
-of whoever ran it.`,
+		Long: `Make rows due now: 'lethe server' runs them at once (a backup item: the
+backup's deletion; a resource or a wait: a step of the garbage collector on
+that resource). A discarded row gets a fresh set of attempts, and its
+owner's DeletionStuck condition is cleared when no discarded row is left
+(for a resource, by the collector's next step on it). Each requeue is in
+the audit log, in the name of whoever ran it.`,
 		Example: `  lethe retry now 12
   lethe retry now 12 --dry-run
   lethe retry now --all --state discarded -o json`,
@@ -355,8 +369,15 @@ func newRetryDiscardCmd(a *app) *cobra.Command {
 		Short: "Discard a row to the dead letters by hand; audited",
 		Long: `Stop retrying a row: it is discarded as if its attempts were exhausted. Its
 owner gets DeletionStuck, an event is recorded and the webhooks are notified.
-The deletion stays, nothing is purged: to give it up, abandon it
-('lethe backup delete NAME --abandon').`,
+The deletion stays, nothing is purged: to give a backup up, abandon it
+('lethe backup delete NAME --abandon').
+
+For a resource (kinds Resource and Wait) discarding never purges either:
+the resource stays Deleting with its finalizers, its plugin is not run
+again until 'lethe retry now', and the collector ('lethe server', or
+'lethe delete --wait') marks it DeletionStuck=Discarded on its next pass.
+A discarded Wait row still goes by itself when the wait ends (the referrer
+is deleted, the finalizer removed).`,
 		Example: `  lethe retry discard 12 --dry-run
   lethe retry discard 12`,
 		Args: exactArgs(1, "ID"),

@@ -1,6 +1,7 @@
 package deletion
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +33,13 @@ func (c *Config) defaultRetry() error {
 	if !ok {
 		return errors.New("deletion: Config.Retry is required when Config.Store is not a retry.Catalog")
 	}
-	q, err := retry.New(&retry.Config{Store: st, Logger: c.Logger, Now: c.Now})
+	var q *retry.Queue
+	now := c.Now
+	if now == nil {
+		now = time.Now
+	}
+	q, err := retry.New(&retry.Config{Store: st, Logger: c.Logger, Now: c.Now,
+		OwnerSync: map[string]func(context.Context, string) error{retry.KindBackupItem: SyncStuck(st, func() *retry.Queue { return q }, now)}})
 	if err != nil {
 		return err
 	}
@@ -103,6 +110,61 @@ func (d *Deleter) settleQueued(ctx context.Context, r *catalog.Resource, live ma
 func (d *Deleter) retryFinished(ctx context.Context, b *backup.Backup, rep *Report) {
 	if err := d.cfg.Retry.Finish(ctx, b.Resource.Key(), b.Resource.UID, rep.Forced); err != nil {
 		d.log.Warn("clearing the retry queue of a purged backup", "backup", b.Name(), "error", err)
+	}
+}
+
+// backupStuck is a backup's DeletionStuck condition. The deletion
+// pipeline is its one writer: after each run (updateStatus), and when
+// the retry queue changes the backup's rows (SyncStuck, the queue's
+// OwnerSync for backup items). A dead letter in the queue makes it
+// RetriesExhausted (or Discarded), with the row's history; otherwise
+// items the last run left unsettled make it ItemsUnsettled; otherwise it
+// is False.
+func backupStuck(ctx context.Context, q *retry.Queue, r *catalog.Resource, ds *backup.DeletionStatus, now time.Time) catalog.Condition {
+	if q != nil {
+		rows, err := q.List(ctx, catalog.RetryFilter{OwnerUID: r.UID, State: catalog.RetryDiscarded})
+		if err == nil && len(rows) > 0 {
+			reason, msg := retry.DeadLetterReason(r, rows)
+			return catalog.Condition{Type: retry.ConditionDeletionStuck, Status: "True", Reason: reason, Message: msg, LastTransitionTime: now}
+		}
+	}
+	cond := catalog.Condition{Type: retry.ConditionDeletionStuck, Status: "False", Reason: "AllSettled", LastTransitionTime: now}
+	if ds != nil && (ds.Unsettled > 0 || ds.LastError != "") {
+		cond.Status, cond.Reason = "True", "ItemsUnsettled"
+		cond.Message = cmp.Or(ds.LastError, plural(int(ds.Unsettled), "item")+" failed or blocked; they wait in the retry queue (lethe retry list), or run the delete again to retry them now")
+	}
+	return cond
+}
+
+// SyncStuck returns what the retry queue calls when the rows of a
+// backup changed (retry.Config.OwnerSync for retry.KindBackupItem): it
+// writes the backup's DeletionStuck condition again, from its rows and
+// its last run's status, so that the pipeline stays its one writer.
+func SyncStuck(st catalog.Resources, q func() *retry.Queue, now func() time.Time) func(ctx context.Context, uid string) error {
+	return func(ctx context.Context, uid string) error {
+		for range 3 {
+			cur, err := st.GetByUID(ctx, uid)
+			if errors.Is(err, catalog.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			b, err := backup.FromResource(cur)
+			if err != nil {
+				return err
+			}
+			want := backupStuck(ctx, q(), cur, b.Status.Deletion, now().UTC())
+			i := slices.IndexFunc(cur.Conditions, func(c catalog.Condition) bool { return c.Type == want.Type })
+			if i >= 0 && cur.Conditions[i].Status == want.Status && cur.Conditions[i].Reason == want.Reason && cur.Conditions[i].Message == want.Message {
+				return nil
+			}
+			setCondition(cur, want)
+			if _, err := st.Update(ctx, cur); !errors.Is(err, catalog.ErrConflict) {
+				return err
+			}
+		}
+		return nil
 	}
 }
 

@@ -1,7 +1,6 @@
 package deletion
 
 import (
-	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -175,12 +174,7 @@ func (d *Deleter) updateStatus(ctx context.Context, r *catalog.Resource, p *cata
 		ds.Counts, ds.Unsettled = p.Counts, int64(unsettled)
 		ds.LastError = lastErr
 		b.Status.Deletion = ds
-		cond := catalog.Condition{Type: "DeletionStuck", Status: "False", Reason: "AllSettled", LastTransitionTime: now}
-		if unsettled > 0 || lastErr != "" {
-			cond.Status, cond.Reason = "True", "ItemsUnsettled"
-			cond.Message = cmp.Or(lastErr, plural(unsettled, "item")+" failed or blocked; run the delete again to retry them")
-		}
-		setCondition(cur, cond)
+		setCondition(cur, backupStuck(ctx, d.cfg.Retry, cur, ds, now))
 		if err := b.Encode(); err != nil {
 			return
 		}

@@ -1,28 +1,88 @@
 package gc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/retry"
 )
 
 // Explanation says why a resource is not gone yet. Its JSON form is a
 // stable schema: {"resource": {"kind","namespace","name"}, "phase",
 // "reason", "waitingFor": [...same shape...]}, plus "finalizers" (those
-// left) and "stuck" (true when the wait is on something not being
-// deleted).
+// left), "stuck" (true when the wait is on something not being
+// deleted) and "retries" (its rows in the retry queue).
 type Explanation struct {
 	Resource   catalog.Key    `json:"resource"`
 	Phase      catalog.Phase  `json:"phase"`
 	Reason     string         `json:"reason"`
 	Finalizers []string       `json:"finalizers,omitempty"`
 	Stuck      bool           `json:"stuck,omitempty"`
+	Retries    []RetryInfo    `json:"retries,omitempty"`
 	WaitingFor []*Explanation `json:"waitingFor"`
+}
+
+// RetryInfo is one row of the retry queue, as explain shows it: read
+// from the queue when explain runs, so it is what `lethe retry get ID`
+// says (after `retry now` too).
+type RetryInfo struct {
+	ID            int64              `json:"id"`
+	Kind          string             `json:"kind"`
+	ItemID        string             `json:"itemId,omitempty"`
+	Plugin        string             `json:"plugin,omitempty"`
+	State         catalog.RetryState `json:"state"`
+	Attempts      int                `json:"attempts"`
+	NextAttemptAt time.Time          `json:"nextAttemptAt,omitzero"`
+	LastError     string             `json:"lastError,omitempty"`
+}
+
+// maxExplainRetries caps the retry rows shown for one resource (a
+// backup may have thousands of items waiting: lethe retry list has them).
+const maxExplainRetries = 5
+
+// retryRows reads r's rows of the retry queue (at most maxExplainRetries,
+// and whether there are more) and says them in one line each.
+func (c *Collector) retryRows(ctx context.Context, r *catalog.Resource) ([]RetryInfo, []string, error) {
+	rows, err := c.cfg.Retry.List(ctx, catalog.RetryFilter{OwnerUID: r.UID, Limit: maxExplainRetries + 1})
+	if err != nil || len(rows) == 0 {
+		return nil, nil, err
+	}
+	var infos []RetryInfo
+	var lines []string
+	for i, row := range rows {
+		if i == maxExplainRetries {
+			lines = append(lines, "more rows in the retry queue: lethe retry list --kind "+row.Kind)
+			break
+		}
+		infos = append(infos, RetryInfo{ID: row.ID, Kind: row.Kind, ItemID: row.ItemID, Plugin: row.Plugin, State: row.State,
+			Attempts: row.Attempts, NextAttemptAt: row.NextAttemptAt, LastError: row.LastError})
+		what := "waits"
+		switch {
+		case row.Kind == retry.KindWait:
+			what = "waits on " + row.ItemID
+		case row.Plugin != "" && row.ItemID != "":
+			what = "item " + row.ItemID + " at plugin " + row.Plugin + " " + lastOutcome(row)
+		case row.Plugin != "":
+			what = "plugin " + row.Plugin + " " + lastOutcome(row)
+		}
+		next := "next attempt at " + row.NextAttemptAt.UTC().Format(time.RFC3339)
+		switch row.State {
+		case catalog.RetryDiscarded:
+			next = "discarded (a dead letter): lethe retry now " + strconv.FormatInt(row.ID, 10) + " once the cause is fixed"
+		case catalog.RetryRunning:
+			next = "being retried now by " + row.Holder
+		}
+		lines = append(lines, fmt.Sprintf("retry row %d: %s, %d attempt(s), last error: %s; %s", row.ID, what, row.Attempts, cmp.Or(row.LastError, "-"), next))
+	}
+	return infos, lines, nil
 }
 
 // maxExplainChildren caps the resources listed under one node.
@@ -132,15 +192,13 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 	if len(blockers) > 0 {
 		reasons = append(reasons, r.Key().String()+" is blocked by "+strings.Join(blockers, ", ")+" (block reference): it cannot be purged while they exist")
 	}
+	infos, lines, err := c.retryRows(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	e.Retries = infos
 	if slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
-		_, rows, err := c.st.LoadProgress(ctx, r.UID)
-		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
-			return nil, err
-		}
-		if len(rows) > 0 {
-			row := rows[0]
-			reasons = append(reasons, fmt.Sprintf("plugin %s %s: %s (attempt %d; next at %s)", row.Plugin, row.Outcome, row.Message,
-				row.Attempts, row.NextAttemptAt.UTC().Format("2006-01-02T15:04:05Z")))
+		if slices.ContainsFunc(infos, func(i RetryInfo) bool { return i.Kind != retry.KindWait }) {
 			e.Stuck = true
 		} else if r.Kind == BackupKind {
 			reasons = append(reasons, "its backup items are being deleted by the plugins (lethe backup describe "+r.Name+")")
@@ -157,6 +215,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 	if cond := stuckCondition(r); cond != nil {
 		e.Stuck = true
 	}
+	reasons = append(reasons, lines...)
 	if len(reasons) == 0 {
 		reasons = append(reasons, "nothing holds it: the collector purges it on its next pass")
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/pkg/plugin"
 )
 
@@ -109,9 +110,10 @@ func (p hostPlugins) Open(ctx context.Context, name string, b plugin.Backup, opt
 	return p.h.OpenSession(ctx, name, b, opts)
 }
 
-// Backoff says how long a failed plugin action waits before its next
-// attempt. It is a small seam so that the retry queue (internal/retry) can
-// take this over.
+// Backoff says how long a step that failed as a whole (the catalog
+// unreachable, a plugin that cannot start) waits before the collector
+// tries it again. Plugin outcomes (blocked, failed) and waits are not
+// scheduled here: they are rows of the retry queue (Config.Retry).
 type Backoff interface {
 	Next(attempts int) time.Duration
 }
@@ -154,6 +156,12 @@ type Config struct {
 	PollInterval time.Duration
 	Backoff      Backoff
 	Session      pluginhost.SessionOptions
+	// Retry is the retry queue: a plugin that blocked or failed on a
+	// resource, and a wait on a block referrer or a user finalizer, are
+	// rows of it (KindResource, KindWait), with its schedule, maximum
+	// attempts and dead letters. Nil: a queue with the default policy
+	// over Store (which must then be a retry.Catalog).
+	Retry *retry.Queue
 }
 
 // Collector is the garbage collector.
@@ -211,6 +219,17 @@ func New(cfg Config) (*Collector, error) {
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
 	if cfg.Backoff == nil {
 		cfg.Backoff = ExpBackoff{Base: time.Second, Max: 5 * time.Minute}
+	}
+	if cfg.Retry == nil {
+		st, ok := cfg.Store.(retry.Catalog)
+		if !ok {
+			return nil, errors.New("gc: Config.Retry is required when Config.Store is not a retry.Catalog")
+		}
+		q, err := retry.New(&retry.Config{Store: st, Logger: cfg.Logger, Now: cfg.Now})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Retry = q
 	}
 	if cfg.LeaseTTL < time.Second {
 		return nil, errors.New("gc: Config.LeaseTTL must be at least 1s")

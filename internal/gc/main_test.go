@@ -45,8 +45,13 @@ func TestMain(m *testing.M) {
 // drivers runs f on SQLite, and on PostgreSQL when LETHE_TEST_POSTGRES_URL
 // is set (each test in a schema of its own).
 func onDrivers(t *testing.T, f func(t *testing.T, st catalog.Store)) {
+	onDriversAt(t, nil, f)
+}
+
+// onDriversAt is onDrivers with the catalog's clock (nil: the real one).
+func onDriversAt(t *testing.T, now func() time.Time, f func(t *testing.T, st catalog.Store)) {
 	t.Run("sqlite", func(t *testing.T) {
-		st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond})
+		st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "c.db"), &catalog.Config{PollInterval: 10 * time.Millisecond, Now: now})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = st.Close() })
 		f(t, st)
@@ -67,7 +72,7 @@ func onDrivers(t *testing.T, f func(t *testing.T, st catalog.Store)) {
 			_, err = conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
 			require.NoError(t, err)
 		})
-		st, err := drivers.Open(context.Background(), url, &catalog.Config{Schema: schema, PollInterval: 10 * time.Millisecond})
+		st, err := drivers.Open(context.Background(), url, &catalog.Config{Schema: schema, PollInterval: 10 * time.Millisecond, Now: now})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = st.Close() })
 		f(t, st)
@@ -91,23 +96,30 @@ func newFixture(t *testing.T, st catalog.Store, withPlugins bool) *fixture {
 	f := &fixture{t: t, ctx: catalog.WithActor(context.Background(), "test"), st: st, skew: new(atomic.Int64)}
 	cfg := gc.Config{Store: st, NoPlugins: true, Now: func() time.Time { return time.Now().Add(time.Duration(f.skew.Load())) }, PollInterval: 50 * time.Millisecond, Recheck: time.Hour, LeaseTTL: 5 * time.Second}
 	if withPlugins {
-		dir := t.TempDir()
-		f.record, f.locks = filepath.Join(dir, "record.tsv"), filepath.Join(dir, "locks")
-		require.NoError(t, os.MkdirAll(f.locks, 0o750))
-		pdir := filepath.Join(dir, "plugins")
-		require.NoError(t, os.MkdirAll(pdir, 0o750))
-		require.NoError(t, os.Link(recorderBin, filepath.Join(pdir, "recorder")))
-		h, err := pluginhost.New(&pluginhost.Config{Dir: pdir, PluginEnv: map[string]map[string]string{
-			"recorder": {"LETHE_RECORD_FILE": f.record, "LETHE_RECORD_CONTROL_DIR": f.locks},
-		}})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = h.Close() })
-		cfg.Plugins, cfg.NoPlugins = gc.HostPlugins(h), false
+		cfg.Plugins, cfg.NoPlugins = f.plugins(), false
 	}
 	c, err := gc.New(cfg)
 	require.NoError(t, err)
 	f.c = c
 	return f
+}
+
+// plugins starts the recorder plugin binary (real subprocesses), writing
+// to f.record and controlled by the files of f.locks.
+func (f *fixture) plugins() gc.Plugins {
+	t := f.t
+	dir := t.TempDir()
+	f.record, f.locks = filepath.Join(dir, "record.tsv"), filepath.Join(dir, "locks")
+	require.NoError(t, os.MkdirAll(f.locks, 0o750))
+	pdir := filepath.Join(dir, "plugins")
+	require.NoError(t, os.MkdirAll(pdir, 0o750))
+	require.NoError(t, os.Link(recorderBin, filepath.Join(pdir, "recorder")))
+	h, err := pluginhost.New(&pluginhost.Config{Dir: pdir, PluginEnv: map[string]map[string]string{
+		"recorder": {"LETHE_RECORD_FILE": f.record, "LETHE_RECORD_CONTROL_DIR": f.locks},
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	return gc.HostPlugins(h)
 }
 
 // res creates a resource in namespace "prod".

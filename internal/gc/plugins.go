@@ -11,6 +11,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/pkg/plugin"
 )
 
@@ -57,24 +58,36 @@ func (c *Collector) selecting(r *catalog.Resource) []string {
 	return out
 }
 
-// pluginState is one resource's progress through its plugins.
+// pluginState is one resource's progress through its plugins. Which
+// plugins are done is its progress (the catalog's Progress role); a
+// plugin that blocked or failed on it is a row of the retry queue
+// (KindResource), which says when it may run again.
 type pluginState struct {
-	r        *catalog.Resource
-	item     plugin.Item
-	done     map[string]bool
-	row      *catalog.ItemOutcome // the unsettled plugin, if any
-	settle   []catalog.ItemOutcome
-	stopped  bool // an unsettled plugin this run: later plugins wait
-	dirty    bool // progress to save
-	hadState bool
+	r    *catalog.Resource
+	item plugin.Item
+	done map[string]bool
+	// rows are the queue's rows of its plugins, by plugin.
+	rows map[string]*catalog.RetryRow
+	// legacy are outcome rows kept in the progress by earlier versions:
+	// settled at the next save (the queue holds them now).
+	legacy    []catalog.ItemOutcome
+	outs      []retry.Outcome         // unfinished this run: recorded in the queue
+	succeeded []catalog.RetryIdentity // rows whose plugin is done
+	stopped   bool                    // an unsettled plugin: later plugins wait
+	dirty     bool                    // progress to save
+	hadState  bool
 }
 
 // runPlugins feeds each resource of rs that still has the delete-actions
 // finalizer, as one item, to the plugins that select it, in name order,
 // one session per plugin for the whole batch. A resource whose plugins
 // are all done (or skipped) loses the finalizer (rs is updated in place);
-// one that is blocked or failed keeps it, with its outcome row and next
-// attempt time saved. A plugin after an unfinished one does not run.
+// one that is blocked or failed keeps it, and the outcome is an attempt
+// of its row in the retry queue, which computes the next attempt (the
+// policy of that plugin, never before its retryAfter) and discards the
+// row after the maximum attempts. A plugin whose row is not due (or is
+// discarded) does not run, nor do the plugins after it: the queue wakes
+// the resource when the row is due (see RetryHandler).
 func (c *Collector) runPlugins(ctx context.Context, rs []*catalog.Resource) error {
 	now := c.now()
 	var states []*pluginState
@@ -82,21 +95,32 @@ func (c *Collector) runPlugins(ctx context.Context, rs []*catalog.Resource) erro
 		if r == nil || r.Kind == BackupKind || r.Phase != catalog.PhaseDeleting || !slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
 			continue
 		}
-		st := &pluginState{r: r, done: map[string]bool{}}
-		p, rows, err := c.st.LoadProgress(ctx, r.UID)
+		st := &pluginState{r: r, done: map[string]bool{}, rows: map[string]*catalog.RetryRow{}}
+		p, legacy, err := c.st.LoadProgress(ctx, r.UID)
 		switch {
 		case errors.Is(err, catalog.ErrNotFound):
 		case err != nil:
 			return err
 		default:
-			st.hadState = true
+			// Only a resource with progress can have rows: the progress
+			// is saved before an outcome is recorded.
+			st.hadState, st.legacy = true, legacy
+			st.dirty = len(legacy) > 0
 			for name, n := range p.Counts {
 				if n.Done+n.Skipped > 0 {
 					st.done[name] = true
 				}
 			}
-			if len(rows) > 0 {
-				st.row = &rows[0]
+			rows, err := c.cfg.Retry.List(ctx, catalog.RetryFilter{OwnerUID: r.UID, Kind: retry.KindResource})
+			if err != nil {
+				return err
+			}
+			for _, row := range rows {
+				if st.done[row.Plugin] {
+					st.succeeded = append(st.succeeded, row.RetryIdentity) // done before a crash
+					continue
+				}
+				st.rows[row.Plugin] = row
 			}
 		}
 		if st.item, err = Item(r); err != nil {
@@ -114,8 +138,8 @@ func (c *Collector) runPlugins(ctx context.Context, rs []*catalog.Resource) erro
 				if st.stopped || st.done[p.Name] || (p.Matcher != nil && !p.Matcher.Matches(st.item, st.r.Labels)) {
 					continue
 				}
-				if st.row != nil && st.row.Plugin == p.Name && st.row.NextAttemptAt.After(now) {
-					st.stopped = true // not due yet
+				if row := st.rows[p.Name]; row != nil && !rowDue(row, now) {
+					st.stopped = true // not due yet, or a dead letter
 					continue
 				}
 				batch = append(batch, st)
@@ -123,25 +147,43 @@ func (c *Collector) runPlugins(ctx context.Context, rs []*catalog.Resource) erro
 			if len(batch) == 0 {
 				continue
 			}
-			if err := c.execute(ctx, p.Name, batch, now); err != nil {
+			if err := c.execute(ctx, p.Name, batch); err != nil {
 				return err
 			}
 		}
+	}
+	// The progress first, then the queue: a crash in between loses an
+	// attempt at most (the plugin runs again), never a plugin's result.
+	var outs []retry.Outcome
+	for _, st := range states {
+		if st.dirty || (!st.stopped && st.hadState) {
+			if err := c.saveProgress(ctx, st, !st.stopped); err != nil {
+				return err
+			}
+		}
+		outs = append(outs, st.outs...)
+	}
+	if _, err := c.cfg.Retry.Record(ctx, outs...); err != nil {
+		return err
 	}
 	for i, r := range rs {
 		for _, st := range states {
 			if st.r != r {
 				continue
 			}
-			finished := !st.stopped
-			if st.dirty || (finished && st.hadState) {
-				if err := c.saveProgress(ctx, st, finished); err != nil {
-					return err
+			if st.stopped {
+				// Rows of the plugins done go; the others wait.
+				if len(st.succeeded) > 0 {
+					if err := c.cfg.Retry.Succeed(ctx, r.Key(), r.UID, st.succeeded); err != nil {
+						return err
+					}
 				}
-			}
-			if !finished {
 				continue
 			}
+			// Every plugin is done: its rows stay until the purge, which
+			// finishes them (DeletionCompleted when one was a dead
+			// letter), or until the step finds the resource still
+			// waiting on something else (syncRetryRows removes them).
 			nr, err := c.st.RemoveFinalizer(c.actor(ctx), r.Key(), catalog.FinalizerDeleteActions)
 			if err != nil {
 				return err
@@ -152,13 +194,27 @@ func (c *Collector) runPlugins(ctx context.Context, rs []*catalog.Resource) erro
 	return nil
 }
 
-// execute runs one plugin over a batch and records each outcome.
-func (c *Collector) execute(ctx context.Context, name string, batch []*pluginState, now time.Time) error {
+// rowDue says whether the plugin of a queue row may run now: the row is
+// due, or claimed by the queue's collector to run it; a dead letter
+// never runs until an operator requeues it.
+func rowDue(row *catalog.RetryRow, now time.Time) bool {
+	switch row.State {
+	case catalog.RetryDiscarded:
+		return false
+	case catalog.RetryRunning:
+		return true
+	}
+	return !row.NextAttemptAt.After(now)
+}
+
+// execute runs one plugin over a batch and notes each outcome.
+func (c *Collector) execute(ctx context.Context, name string, batch []*pluginState) error {
 	s, err := c.cfg.Plugins.Open(ctx, name, plugin.Backup{}, c.cfg.Session)
 	if err != nil {
 		return fmt.Errorf("plugin %s: %w", name, err)
 	}
 	defer s.Close()
+	start := time.Now()
 	sendErr := make(chan error, 1)
 	go func() {
 		defer s.CloseSend()
@@ -180,27 +236,20 @@ func (c *Collector) execute(ctx context.Context, name string, batch []*pluginSta
 		switch res.Outcome {
 		case plugin.OutcomeDone, plugin.OutcomeSkipped:
 			st.done[name] = true
-			if st.row != nil && st.row.Plugin == name {
-				st.settle = append(st.settle, *st.row)
-				st.row, st.dirty = nil, true
+			if row := st.rows[name]; row != nil {
+				st.succeeded = append(st.succeeded, row.RetryIdentity)
+				delete(st.rows, name)
+				st.dirty = true
 			}
 		default:
-			attempts := 1
-			if st.row != nil && st.row.Plugin == name {
-				attempts = st.row.Attempts + 1
-			}
-			wait := res.RetryAfter
-			outcome := "blocked"
+			outcome, after := "blocked", res.RetryAfter
 			if res.Outcome != plugin.OutcomeBlocked {
-				outcome = "failed"
-				wait = c.cfg.Backoff.Next(attempts)
-			} else if wait <= 0 {
-				wait = c.cfg.Backoff.Next(attempts)
+				outcome, after = "failed", 0
 			}
-			st.row = &catalog.ItemOutcome{UID: st.r.UID, ItemKey: st.r.Key().String(), Plugin: name, Outcome: outcome,
-				Message: res.Message, NextAttemptAt: now.Add(wait), Attempts: attempts, UpdatedAt: now}
+			st.outs = append(st.outs, retry.Outcome{Kind: retry.KindResource, Owner: st.r.Key(), UID: st.r.UID, Plugin: name,
+				Result: outcome, Message: res.Message, RetryAfter: after, Duration: time.Since(start)})
 			st.stopped, st.dirty = true, true
-			c.log.Info("plugin did not finish a resource", "plugin", name, "resource", st.r.Key(), "outcome", outcome, "message", res.Message)
+			c.log.Info("plugin did not finish a resource; it waits in the retry queue", "plugin", name, "resource", st.r.Key(), "outcome", outcome, "message", res.Message)
 		}
 	}
 	if err := <-sendErr; err != nil {
@@ -212,18 +261,15 @@ func (c *Collector) execute(ctx context.Context, name string, batch []*pluginSta
 	return ctx.Err()
 }
 
-// saveProgress writes one resource's plugin progress: the plugins done,
-// and its unsettled row (or settles it).
+// saveProgress writes one resource's plugin progress: the plugins done
+// (outcome rows of earlier versions are settled).
 func (c *Collector) saveProgress(ctx context.Context, st *pluginState, finished bool) error {
 	counts := map[string]catalog.OutcomeCount{}
 	for n := range st.done {
 		counts[n] = catalog.OutcomeCount{Done: 1}
 	}
 	cp := catalog.Checkpoint{Progress: catalog.DeletionProgress{UID: st.r.UID, Digest: progressDigest, TotalItems: 1, Counts: counts, UpdatedAt: c.now()}}
-	cp.Settle = st.settle
-	if st.row != nil {
-		cp.Upsert = []catalog.ItemOutcome{*st.row}
-	}
+	cp.Settle, st.legacy = st.legacy, nil
 	if finished {
 		cp.Progress.Watermark = 1
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/gc"
+	"github.com/lethehq/lethe/internal/retry"
 )
 
 // recorded returns the lines the recorder plugin wrote.
@@ -62,12 +63,17 @@ func TestPluginBlockedAndFailed(t *testing.T) {
 			require.Equal(t, "PluginUnfinished", cond.Reason)
 			require.Contains(t, cond.Message, "plugin test.lethe.io/a-first "+tc.outcome)
 			f.requirePhase(o, catalog.PhaseDeleting)
-			_, rows, err := f.st.LoadProgress(f.ctx, p.UID)
+			rows, err := f.st.ListRetries(f.ctx, catalog.RetryFilter{OwnerUID: p.UID})
 			require.NoError(t, err)
-			require.Len(t, rows, 1)
-			require.Equal(t, tc.outcome, rows[0].Outcome)
+			require.Len(t, rows, 1, "the unfinished plugin is a row of the retry queue")
+			require.Equal(t, retry.KindResource, rows[0].Kind)
+			require.Equal(t, "test.lethe.io/a-first", rows[0].Plugin)
+			require.Equal(t, tc.outcome, rows[0].History[0].Outcome)
+			require.Equal(t, 1, rows[0].Attempts)
 			if tc.outcome == "blocked" {
 				require.WithinDuration(t, time.Now().Add(time.Hour), rows[0].NextAttemptAt, 5*time.Minute, "retryAfter is kept")
+			} else {
+				require.WithinDuration(t, time.Now().Add(retry.BaseDefault), rows[0].NextAttemptAt, 10*time.Second, "the queue's backoff")
 			}
 			for _, l := range f.recorded() {
 				require.NotContains(t, l, "b-second|pods/"+tc.outcome, "a later plugin waits for the unfinished one")
@@ -84,6 +90,9 @@ func TestPluginBlockedAndFailed(t *testing.T) {
 			require.Contains(t, f.recorded(), "test.lethe.io/b-second|pods/"+tc.outcome+"/web-1")
 			_, _, err = f.st.LoadProgress(f.ctx, p.UID)
 			require.ErrorIs(t, err, catalog.ErrNotFound, "the plugin progress goes with the resource")
+			rows, err = f.st.ListRetries(f.ctx, catalog.RetryFilter{OwnerUID: p.UID})
+			require.NoError(t, err)
+			require.Empty(t, rows, "the row goes when the plugin is done")
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/retry"
 )
 
 // claimBatch is how many due items one poll claims.
@@ -417,3 +418,82 @@ func (e *FinalizeError) Error() string {
 }
 
 func (e *FinalizeError) Unwrap() error { return e.Err }
+
+// RetryHandler is the retry queue's handler (retry.CollectorConfig) for
+// the rows of catalog resources: KindResource (a plugin that blocked or
+// failed on it) and KindWait (a block referrer or a user finalizer).
+// The queue says when; the handler steps the resource under its lease
+// here and now, which runs the due plugin again (or checks the wait) and
+// records the attempt. One scheduler: the collector itself never
+// schedules a plugin retry. A resource another process is stepping is
+// deferred until that lease ends; rows of a resource that is gone, or no
+// longer being deleted, are removed.
+func (c *Collector) RetryHandler() retry.Handler {
+	return func(ctx context.Context, rows []*catalog.RetryRow) error {
+		ctx = c.actor(ctx)
+		uid := rows[0].OwnerUID
+		r, err := c.st.GetByUID(ctx, uid)
+		switch {
+		case errors.Is(err, catalog.ErrNotFound):
+			_, err := c.cfg.Retry.Store().DeleteRetries(ctx, rows[0].Key, nil)
+			return err
+		case err != nil:
+			return err
+		case r.Phase != catalog.PhaseDeleting:
+			_, err := c.cfg.Retry.Store().DeleteRetries(ctx, r.Key().String(), nil)
+			return err
+		}
+		if _, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: uid, RunAt: c.now()}); err != nil {
+			return err
+		}
+		// A holder of its own: a claim by the collector's own name would
+		// fence off a step this process's collector is running now,
+		// instead of waiting for it.
+		w, err := c.st.ClaimKey(ctx, Queue, uid, c.cfg.Holder+" (retry)", c.cfg.LeaseTTL)
+		var held *catalog.LeaseHeldError
+		if errors.As(err, &held) && c.cfg.DeadHolder != nil && c.cfg.DeadHolder(held.Holder) {
+			w, err = c.takeOver(ctx, uid, held.Holder)
+		}
+		if errors.As(err, &held) {
+			return &retry.DeferError{Until: held.ExpiresAt, Reason: "its collection is running in " + held.Holder}
+		}
+		if err != nil {
+			return err
+		}
+		return c.stepClaimed(ctx, w)
+	}
+}
+
+// WakeOnRetryChange returns what the retry queue calls when the rows of a
+// catalog resource changed (retry.Config.OwnerSync, for KindResource and
+// KindWait): a dead letter, an operator's `retry now` or `retry discard`.
+// It makes the resource's work item due now, so that the collector (the
+// one writer of a resource's DeletionStuck condition) reads the rows
+// again; an item being stepped right now is left alone (that step reads
+// them). It needs no plugin host: `lethe retry` calls it, and the next
+// collector (`lethe server`, `lethe delete --wait`) does the rest.
+func WakeOnRetryChange(st catalog.WorkQueue, holder string, now func() time.Time) func(ctx context.Context, uid string) error {
+	return func(ctx context.Context, uid string) error {
+		t := now().UTC()
+		w, err := st.GetWork(ctx, Queue, uid)
+		if errors.Is(err, catalog.ErrNotFound) {
+			_, err = st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: uid, RunAt: t})
+			return err
+		}
+		if err != nil || !w.RunAt.After(t) || (w.Holder != "" && w.LeaseExpiresAt.After(t)) {
+			return err
+		}
+		cw, err := st.ClaimKey(ctx, Queue, uid, holder, LeaseTTLDefault)
+		if errors.Is(err, catalog.ErrLeaseHeld) || errors.Is(err, catalog.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = st.Release(ctx, cw.Fence(), t, "woken: its rows in the retry queue changed")
+		if errors.Is(err, catalog.ErrLeaseLost) {
+			return nil
+		}
+		return err
+	}
+}

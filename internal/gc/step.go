@@ -1,15 +1,18 @@
 package gc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/retry"
 )
 
 // result is what one step of a resource came to.
@@ -36,7 +39,9 @@ type waits struct {
 	dependents []*catalog.Resource // blockOwnerDeletion dependents (Foreground)
 	referrers  []*catalog.Resource // block referrers
 	plugin     string              // the first unfinished plugin, with its state
-	pluginNext time.Time
+	// pluginLeft: the delete-actions finalizer is still there (a plugin
+	// waits in the retry queue).
+	pluginLeft bool
 	stuck      *stuckInfo
 }
 
@@ -257,16 +262,7 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		}
 		r = rs[0]
 	}
-	if r.Kind != BackupKind && slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
-		_, rows, err := c.st.LoadProgress(ctx, r.UID)
-		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
-			return result{}, err
-		}
-		for _, row := range rows {
-			w.plugin = fmt.Sprintf("plugin %s %s: %s", row.Plugin, row.Outcome, row.Message)
-			w.pluginNext = row.NextAttemptAt
-		}
-	}
+	w.pluginLeft = r.Kind != BackupKind && slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions)
 
 	// 6. Purge: no finalizer left, no block referrer alive.
 	if r.Kind != BackupKind && len(r.Finalizers) == 0 && len(w.referrers) == 0 {
@@ -274,9 +270,19 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		switch {
 		case err == nil:
 			// A read first: most resources never saved any progress.
+			hadProgress := false
 			if _, _, err := c.st.LoadProgress(ctx, r.UID); err == nil {
+				hadProgress = true
 				if err := c.st.DeleteProgress(ctx, r.UID); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 					c.log.Warn("removing plugin progress", "resource", r.Key(), "error", err)
+				}
+			}
+			// Only a resource that had progress or was stuck can have
+			// rows in the retry queue: they go with it (DeletionCompleted
+			// when one had been a dead letter).
+			if hadProgress || stuckCondition(r) != nil {
+				if err := c.cfg.Retry.Finish(ctx, r.Key(), r.UID, false); err != nil {
+					c.log.Warn("clearing the retry rows of a purged resource", "resource", r.Key(), "error", err)
 				}
 			}
 			return result{done: true}, c.ownerGone(ctx, r.UID, depth)
@@ -289,12 +295,139 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		}
 	}
 
-	// 7. Waiting: is it stuck?
+	// 7. Waiting: its rows in the retry queue, then is it stuck? A
+	// Backup's condition is the backup side's (the deletion pipeline and
+	// its retry rows): the collector only passes its chain up.
+	if r.Kind == BackupKind {
+		return result{stuck: c.stuckOf(ctx, r, &w)}, nil
+	}
+	dead, err := c.syncRetryRows(ctx, r, &w)
+	if err != nil {
+		return result{}, err
+	}
 	w.stuck = c.stuckOf(ctx, r, &w)
+	if len(dead) > 0 {
+		reason, msg := retry.DeadLetterReason(r, dead)
+		chain := []string{msg}
+		if w.stuck != nil {
+			chain = append(chain, w.stuck.chain...)
+		}
+		w.stuck = &stuckInfo{reason: reason, chain: chain}
+	}
 	if err := c.noteStuck(ctx, r, w.stuck); err != nil {
 		return result{}, err
 	}
-	return result{next: w.pluginNext, stuck: w.stuck}, nil
+	return result{stuck: w.stuck}, nil
+}
+
+// Item ids of KindWait rows.
+const (
+	waitReference = "reference:"
+	waitFinalizer = "finalizer:"
+)
+
+// syncRetryRows makes r's rows in the retry queue say what r waits on,
+// and returns its dead letters. A live block referrer and a user
+// finalizer are each a KindWait row: recorded when first seen, then one
+// attempt each time the row is due (the queue's collector wakes r then;
+// a change of the referrer or the finalizer wakes it sooner, from the
+// change feed), discarded after the maximum attempts like any row. A
+// wait that is gone loses its row. The unfinished plugin (a KindResource
+// row, recorded by runPlugins) is named in w.plugin. The queue is read
+// only for a resource that waits on one of those or was stuck: the
+// plain wait for dependents costs nothing.
+func (c *Collector) syncRetryRows(ctx context.Context, r *catalog.Resource, w *waits) ([]*catalog.RetryRow, error) {
+	waitsOn := map[string]string{}
+	for _, x := range w.referrers {
+		if x.Phase != catalog.PhaseDeleting {
+			waitsOn[waitReference+x.Key().String()] = r.Key().String() + " is blocked by " + x.Key().String() +
+				", which holds a block reference to it and is " + string(x.Phase) + " (not being deleted)"
+		}
+	}
+	for _, f := range r.Finalizers {
+		if f != catalog.FinalizerCascade && f != catalog.FinalizerDeleteActions {
+			waitsOn[waitFinalizer+f] = r.Key().String() + " waits for finalizer " + f + " (its controller removes it, or: lethe finalize " + finalizeArgs(r.Key(), f) + ")"
+		}
+	}
+	if len(waitsOn) == 0 && !w.pluginLeft && stuckCondition(r) == nil {
+		return nil, nil
+	}
+	rows, err := c.cfg.Retry.List(ctx, catalog.RetryFilter{OwnerUID: r.UID})
+	if err != nil {
+		return nil, err
+	}
+	now := c.now()
+	var gone []catalog.RetryIdentity
+	var outs []retry.Outcome
+	var keep []*catalog.RetryRow
+	have := map[string]bool{}
+	for _, row := range rows {
+		switch {
+		case row.Kind == retry.KindWait:
+			msg, ok := waitsOn[row.ItemID]
+			if !ok {
+				gone = append(gone, row.RetryIdentity)
+				continue
+			}
+			have[row.ItemID] = true
+			if rowDue(row, now) {
+				outs = append(outs, retry.Outcome{Kind: retry.KindWait, Owner: r.Key(), UID: r.UID, ItemID: row.ItemID, Result: "waiting", Message: msg})
+				continue
+			}
+		case row.Kind == retry.KindResource && !w.pluginLeft:
+			gone = append(gone, row.RetryIdentity) // its plugins are all done
+			continue
+		case row.Kind == retry.KindResource && w.plugin == "":
+			w.plugin = pluginWait(row)
+		}
+		keep = append(keep, row)
+	}
+	for _, id := range slices.Sorted(maps.Keys(waitsOn)) {
+		if !have[id] {
+			outs = append(outs, retry.Outcome{Kind: retry.KindWait, Owner: r.Key(), UID: r.UID, ItemID: id, Result: "waiting", Message: waitsOn[id]})
+		}
+	}
+	if len(gone) > 0 {
+		if err := c.cfg.Retry.Succeed(ctx, r.Key(), r.UID, gone); err != nil {
+			return nil, err
+		}
+	}
+	recorded, err := c.cfg.Retry.Record(ctx, outs...)
+	if err != nil {
+		return nil, err
+	}
+	var dead []*catalog.RetryRow
+	for _, row := range append(keep, recorded...) {
+		if row.State == catalog.RetryDiscarded {
+			dead = append(dead, row)
+		}
+	}
+	slices.SortFunc(dead, func(a, b *catalog.RetryRow) int { return cmp.Compare(a.ID, b.ID) })
+	return dead, nil
+}
+
+// lastOutcome is the outcome of a row's last attempt (blocked, failed,
+// error), past operator notes.
+func lastOutcome(row *catalog.RetryRow) string {
+	for i := len(row.History) - 1; i >= 0; i-- {
+		if o := row.History[i].Outcome; o == "blocked" || o == "failed" || o == "error" || o == "waiting" {
+			return o
+		}
+	}
+	return "unfinished"
+}
+
+// pluginWait describes the retry row of an unfinished plugin.
+func pluginWait(row *catalog.RetryRow) string {
+	outcome := lastOutcome(row)
+	when := "next attempt at " + row.NextAttemptAt.UTC().Format(time.RFC3339)
+	switch row.State {
+	case catalog.RetryDiscarded:
+		when = "discarded: retries exhausted"
+	case catalog.RetryRunning:
+		when = "being retried now"
+	}
+	return fmt.Sprintf("plugin %s %s: %s (attempt %d, %s; lethe retry get %d)", row.Plugin, outcome, row.LastError, row.Attempts, when, row.ID)
 }
 
 // leaf says whether d may take the batch path: not a backup, no

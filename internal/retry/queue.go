@@ -75,6 +75,15 @@ type Config struct {
 	// or a notification due sooner (the collector's and notifier's
 	// timers in this process).
 	Wake func()
+	// OwnerSync names the kinds of rows whose owner's DeletionStuck
+	// condition another engine writes: for those, the queue never writes
+	// the condition itself, and calls the function with the owner's UID
+	// after a change of its rows (a dead letter, a requeue, a discard,
+	// rows removed), so that the one writer reads the rows again. The
+	// garbage collector writes it for KindResource and KindWait (it
+	// merges the dead letters with the chain of blockers it finds); the
+	// queue writes it for the kinds not named here (backup items).
+	OwnerSync map[string]func(ctx context.Context, uid string) error
 }
 
 // Queue is the retry queue.
@@ -197,14 +206,14 @@ func (q *Queue) Record(ctx context.Context, outs ...Outcome) ([]*catalog.RetryRo
 		m.attempts.Add(float64(len(rows)))
 		m.deadLetters.Add(float64(len(died)))
 	}
-	owners := map[string]bool{}
+	owners := map[[2]string]bool{}
 	for _, r := range died {
 		q.log.Warn("deletion stuck: retries exhausted; the row is discarded and the deletion stays",
 			"retry", r.ID, "owner", r.Key, "item", r.ItemID, "plugin", r.Plugin, "attempts", r.Attempts, "lastError", r.LastError)
-		owners[r.OwnerUID] = true
+		owners[[2]string{r.Kind, r.OwnerUID}] = true
 	}
-	for uid := range owners {
-		q.syncCondition(ctx, uid)
+	for o := range owners {
+		q.syncCondition(ctx, o[0], o[1])
 	}
 	q.wake()
 	return rows, nil
@@ -233,12 +242,18 @@ func (q *Queue) Succeed(ctx context.Context, owner catalog.Key, uid string, ids 
 	if ids != nil && len(ids) == 0 {
 		return nil
 	}
+	kind := ""
+	if len(ids) > 0 {
+		kind = ids[0].Kind
+	} else if rows, err := q.cfg.Store.ListRetries(ctx, catalog.RetryFilter{Key: owner.String(), Limit: 1}); err == nil && len(rows) > 0 {
+		kind = rows[0].Kind
+	}
 	n, err := q.cfg.Store.DeleteRetries(ctx, owner.String(), ids)
 	if err != nil {
 		return err
 	}
 	if n > 0 && uid != "" {
-		q.syncCondition(ctx, uid)
+		q.syncCondition(ctx, kind, uid)
 	}
 	return nil
 }
@@ -334,7 +349,7 @@ func (q *Queue) RetryNow(ctx context.Context, id int64, dryRun bool) (*catalog.R
 	if err != nil {
 		return nil, err
 	}
-	q.syncCondition(ctx, r.OwnerUID)
+	q.syncCondition(ctx, r.Kind, r.OwnerUID)
 	q.wake()
 	return r, nil
 }
@@ -373,7 +388,7 @@ func (q *Queue) Discard(ctx context.Context, id int64, dryRun bool) (*catalog.Re
 	if m := q.cfg.Metrics; m != nil {
 		m.deadLetters.Inc()
 	}
-	q.syncCondition(ctx, r.OwnerUID)
+	q.syncCondition(ctx, r.Kind, r.OwnerUID)
 	q.wake()
 	return r, nil
 }
@@ -403,12 +418,20 @@ func ownerKey(s string) catalog.Key {
 // syncCondition makes the owner's DeletionStuck condition say what its
 // rows say: True while any of them is discarded (with the reason and the
 // history in the message), False once none is. Best effort: the rows are
-// the truth, and the next change of them writes the condition again.
-func (q *Queue) syncCondition(ctx context.Context, uid string) {
+// the truth, and the next change of them writes the condition again. For
+// a kind in OwnerSync, the engine named there writes the condition: the
+// queue only tells it.
+func (q *Queue) syncCondition(ctx context.Context, kind, uid string) {
 	if uid == "" {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
+	if f := q.cfg.OwnerSync[kind]; f != nil {
+		if err := f(ctx, uid); err != nil {
+			q.log.Warn("telling the owner's engine that its retry rows changed", "kind", kind, "uid", uid, "error", err)
+		}
+		return
+	}
 	for range 3 {
 		rows, err := q.cfg.Store.ListRetries(ctx, catalog.RetryFilter{OwnerUID: uid, State: catalog.RetryDiscarded})
 		if err != nil {
@@ -423,10 +446,8 @@ func (q *Queue) syncCondition(ctx context.Context, uid string) {
 		var want catalog.Condition
 		switch {
 		case len(rows) > 0:
-			want = catalog.Condition{Type: ConditionDeletionStuck, Status: "True", Reason: "RetriesExhausted", Message: stuckMessage(res, rows)}
-			if h := rows[0].History; len(h) > 0 && strings.HasPrefix(h[len(h)-1].Message, "discarded by ") {
-				want.Reason = "Discarded"
-			}
+			want = catalog.Condition{Type: ConditionDeletionStuck, Status: "True"}
+			want.Reason, want.Message = DeadLetterReason(res, rows)
 		case i >= 0 && res.Conditions[i].Status == "True":
 			want = catalog.Condition{Type: ConditionDeletionStuck, Status: "False", Reason: "Retrying",
 				Message: "no item of its deletion is discarded any more"}
@@ -452,6 +473,26 @@ func (q *Queue) syncCondition(ctx context.Context, uid string) {
 		}
 		return
 	}
+}
+
+// Reasons of the DeletionStuck condition of a dead letter.
+const (
+	ReasonRetriesExhausted = "RetriesExhausted"
+	ReasonDiscarded        = "Discarded"
+)
+
+// DeadLetterReason is the reason and message of the DeletionStuck
+// condition of res, whose discarded rows are rows (at least one):
+// RetriesExhausted, or Discarded when an operator discarded the first;
+// the message names the item, the plugin, the attempts, the last error
+// and the latest history, and says what to do. Engines that write the
+// condition themselves (see Config.OwnerSync) use it.
+func DeadLetterReason(res *catalog.Resource, rows []*catalog.RetryRow) (reason, message string) {
+	reason = ReasonRetriesExhausted
+	if h := rows[0].History; len(h) > 0 && strings.HasPrefix(h[len(h)-1].Message, "discarded by ") {
+		reason = ReasonDiscarded
+	}
+	return reason, stuckMessage(res, rows)
 }
 
 // stuckMessage is the condition's message: the first discarded row, its

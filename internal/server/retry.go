@@ -11,16 +11,24 @@ import (
 )
 
 // The retry queue in the daemon: a collector claims due rows with leases
-// and runs them (backup items: the backup's deletion, by key), and a
+// and runs them (backup items: the backup's deletion, by key; catalog
+// resources and their waits: a step of the garbage collector), and a
 // notifier delivers the outbox to the webhooks.
 
 // retryParts builds the collector and, when a secret is configured, the
 // notifier; both wake when the queue records something in this process.
 func (s *Server) retryParts() (*retry.Collector, *retry.Notifier, error) {
 	q := s.cfg.Deleter.Retry()
+	handlers := map[string]retry.Handler{retry.KindBackupItem: s.runBackupRetry}
+	if s.cfg.Collector != nil {
+		// Catalog resources: the queue says when, the garbage collector
+		// steps the resource (its plugins, its waits).
+		handlers[retry.KindResource] = s.cfg.Collector.RetryHandler()
+		handlers[retry.KindWait] = s.cfg.Collector.RetryHandler()
+	}
 	col, err := retry.NewCollector(&retry.CollectorConfig{
 		Queue: q, Holder: s.cfg.Deleter.Holder(), Logger: s.cfg.Logger, LeaseTTL: s.cfg.RetryLeaseTTL,
-		Handlers: map[string]retry.Handler{retry.KindBackupItem: s.runBackupRetry},
+		Handlers: handlers,
 	})
 	if err != nil {
 		return nil, nil, err
