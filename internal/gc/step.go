@@ -289,12 +289,47 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		}
 	}
 
+	// 6b. A Backup that nothing holds any more is purged by its pipeline
+	// (its tarball with it).
+	if r.Kind == BackupKind && len(r.Finalizers) == 0 && len(w.referrers) == 0 {
+		res, err := c.purgeBackup(ctx, r, depth)
+		if err != nil || res.done || !res.next.IsZero() {
+			return res, err
+		}
+	}
+
 	// 7. Waiting: is it stuck?
 	w.stuck = c.stuckOf(ctx, r, &w)
 	if err := c.noteStuck(ctx, r, w.stuck); err != nil {
 		return result{}, err
 	}
 	return result{next: w.pluginNext, stuck: w.stuck}, nil
+}
+
+// purgeBackup has the backup deletion pipeline purge r, which nothing
+// holds any more.
+func (c *Collector) purgeBackup(ctx context.Context, r *catalog.Resource, depth int) (result, error) {
+	if c.cfg.PurgeBackup == nil {
+		// The pipeline's work item stays queued: lethe server runs it
+		// when it is due (deletion.WaitRecheck at the latest).
+		_, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: BackupQueue, Key: r.UID, RunAt: c.now()})
+		return result{}, err
+	}
+	err := c.cfg.PurgeBackup(ctx, r)
+	if errors.Is(err, catalog.ErrLeaseHeld) {
+		// Another process runs its deletion: look again shortly.
+		return result{next: c.now().Add(c.cfg.PollInterval)}, nil
+	}
+	if err != nil {
+		return result{}, err
+	}
+	if _, err := c.st.GetByUID(ctx, r.UID); errors.Is(err, catalog.ErrNotFound) {
+		c.markDone(r.UID)
+		return result{done: true}, c.ownerGone(ctx, r.UID, depth)
+	} else if err != nil {
+		return result{}, err
+	}
+	return result{}, nil
 }
 
 // leaf says whether d may take the batch path: not a backup, no
