@@ -184,6 +184,9 @@ func TestBackupDeleteCascade(t *testing.T) {
 	code, out, stderr = run(t, home, false, "", "backup", "describe", "b1", "-o", "json")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, `"waitingFor"`)
+	code, out, stderr = run(t, home, false, "", "backup", "describe", "b1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "its purge waits for dependent VolumeSnapshot/prod/snap-a")
 
 	code, _, stderr = run(t, home, false, "", "finalize", "VolumeSnapshot", "snap-a", "-n", "prod", "example.com/drain")
 	require.Equal(t, 0, code, stderr)

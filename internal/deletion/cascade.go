@@ -86,7 +86,7 @@ func (d *Deleter) Held(ctx context.Context, r *catalog.Resource, forced bool) (*
 	}
 	for _, x := range refs {
 		if blocks(x, r) {
-			why = append(why, "block reference from "+x.Key().String()+" ("+string(x.Phase)+")")
+			why = append(why, "block reference from "+x.Key().String())
 		}
 	}
 	return r, why, nil
@@ -99,7 +99,7 @@ func cascadeWait(r *catalog.Resource, deps []*catalog.Resource) []string {
 	for _, x := range deps {
 		for _, o := range x.Owners {
 			if o.UID == r.UID && o.BlockOwnerDeletion && foreground {
-				out = append(out, "dependent "+x.Key().String()+" ("+string(x.Phase)+", blockOwnerDeletion, Foreground)")
+				out = append(out, "dependent "+x.Key().String()+" (blockOwnerDeletion, Foreground)")
 				break
 			}
 		}

@@ -290,3 +290,37 @@ func TestBackupReachedByCascade(t *testing.T) {
 		f.requirePurged(bk, sched)
 	})
 }
+
+// TestBackupGraceWindowKeepsPolicy: a backup with a grace window is only
+// Scheduled, with the propagation asked for; undelete still works, and a
+// deletion after the window carries the policy.
+func TestBackupGraceWindowKeepsPolicy(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newBackupFixture(t, st)
+		bk := f.backup("nightly-0412")
+		snap := f.res("VolumeSnapshot", "snap-a", ownedBy(bk, true))
+		day := 24 * time.Hour
+		rep, err := f.del.Delete(f.ctx, bk.Name, deletion.Options{Delay: &day, Propagation: catalog.PropagationOrphan})
+		require.NoError(t, err)
+		require.Equal(t, deletion.ResultScheduled, rep.Result)
+		x := f.requirePhase(bk, catalog.PhaseScheduled)
+		require.Equal(t, catalog.PropagationOrphan, x.PropagationPolicy)
+		require.Empty(t, x.Finalizers)
+		_, err = f.del.Undelete(f.ctx, bk.Name)
+		require.NoError(t, err)
+		f.requirePhase(bk, catalog.PhaseActive)
+		f.requirePhase(snap, catalog.PhaseActive)
+
+		_, err = f.del.Delete(f.ctx, bk.Name, deletion.Options{Delay: &day, Propagation: catalog.PropagationOrphan})
+		require.NoError(t, err)
+		// The window ends (the server's timer): the policy given at
+		// scheduling holds.
+		rep, err = f.del.Delete(f.ctx, bk.Name, deletion.Options{Force: true, OnlyIfScheduled: true})
+		require.NoError(t, err)
+		require.Equal(t, deletion.ResultWaiting, rep.Result)
+		require.Equal(t, catalog.PropagationOrphan, f.requirePhase(bk, catalog.PhaseDeleting).PropagationPolicy)
+		require.Equal(t, gc.OutcomePurged, f.driveUID(bk))
+		f.requirePurged(bk)
+		require.Empty(t, f.requirePhase(snap, catalog.PhaseActive).Owners)
+	})
+}
