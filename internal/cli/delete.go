@@ -73,9 +73,10 @@ terminal, and needs --yes without one; neither --yes nor --force implies
 it. The abandoned items and plugins are recorded in the audit log.
 
 Exit codes: 0 purged or scheduled, 1 error, 2 bad usage, 3 some items are
-failed or blocked (the backup stays), 4 no such backup (or it was purged),
-5 refused: an expected plugin is missing or no plugin is installed (nothing
-changed), 130 interrupted (progress is saved).`,
+failed or blocked, or its cascade is stuck (the backup stays), 4 no such
+backup (or it was purged), 5 refused: an expected plugin is missing or no
+plugin is installed, or live resources hold block references to the backup
+(nothing changed), 130 interrupted (progress is saved).`,
 		Example: `  # See what would happen, then do it
   lethe backup delete nightly-0412 --dry-run
   lethe backup delete nightly-0412 --yes
@@ -306,8 +307,12 @@ func (a *app) driveBackup(ctx context.Context, name, out string) error {
 // error; a missing plugin keeps its type for exit code 4.
 func deleteError(err error) error {
 	var se *deletion.SkipPluginError
-	if errors.As(err, &se) {
+	var be *deletion.BlockedError
+	switch {
+	case errors.As(err, &se):
 		return usageError{err}
+	case errors.As(err, &be):
+		return exitCodeError{exitRefused, err}
 	}
 	return err
 }

@@ -198,6 +198,16 @@ func TestBackupDeleteCascade(t *testing.T) {
 		require.ErrorIs(t, err, catalog.ErrNotFound, "%s", k)
 	}
 
+	// A live block reference refuses a direct delete at once (exit 5).
+	_, err = st.Create(ctx, &catalog.Resource{Kind: "Restore", Name: "r",
+		References: []catalog.Reference{{Kind: "Backup", Name: "b2", OnTargetDelete: catalog.RefBlock}}})
+	require.NoError(t, err)
+	code, _, stderr = run(t, home, false, "", "delete", "backup", "b2", "--yes", "--no-plugins")
+	require.Equal(t, exitRefused, code, stderr)
+	require.Contains(t, stderr, "block references from Restore/r")
+	code, _, stderr = run(t, home, false, "", "delete", "Restore", "r", "--yes", "--wait")
+	require.Equal(t, 0, code, stderr)
+
 	// Orphan: the plan says so, and nothing changes until asked.
 	snapB := owned("b2", "snap-b")
 	code, out, stderr = run(t, home, false, "", "delete", "backup", "b2", "--cascade=orphan", "--dry-run")

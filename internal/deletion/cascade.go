@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lethehq/lethe/internal/backup"
@@ -60,8 +61,14 @@ func (d *Deleter) Held(ctx context.Context, r *catalog.Resource, forced bool) (*
 		if len(deps) == 0 && len(refs) == 0 {
 			// Nothing to cascade to: the collector would only drop it.
 			nr, err := d.cfg.Store.RemoveFinalizer(catalog.WithDefaultActor(ctx, "lethe"), r.Key(), catalog.FinalizerCascade)
+			if errors.Is(err, catalog.ErrInvalidTransition) {
+				return nil, nil, fmt.Errorf("backup %s changed meanwhile (%w): refusing to purge it", r.Name, err)
+			}
 			if err != nil {
 				return nil, nil, err
+			}
+			if nr.UID != r.UID {
+				return nil, nil, fmt.Errorf("backup %s (uid %s) is not the Deleting backup %s any more: refusing to purge it", r.Name, nr.UID, r.UID)
 			}
 			r = nr
 		}
@@ -191,18 +198,50 @@ func (d *Deleter) Resume(ctx context.Context, uid string, opts Options) (*Report
 	return d.runLeased(ctx, b, w, opts)
 }
 
+// BlockedError refuses a direct deletion request of a backup that live
+// resources (not themselves being deleted) hold block references to, as
+// lethe delete refuses it for any kind (Crossplane's Usage): nothing
+// changes. Inside a cascade, or for the daemon, the backup is not refused:
+// its purge waits for them (Held).
+type BlockedError struct {
+	Backup    string
+	Referrers []catalog.Key
+}
+
+func (e *BlockedError) Error() string {
+	names := make([]string, len(e.Referrers))
+	for i, k := range e.Referrers {
+		names[i] = k.String()
+	}
+	return fmt.Sprintf("refusing to delete Backup/%s: it is the target of block references from %s (delete them first, or change their onTargetDelete)",
+		e.Backup, strings.Join(names, ", "))
+}
+
+// checkBlocked refuses a request (not the daemon's) to delete a backup
+// that is not Deleting yet and that live block referrers hold.
+func (d *Deleter) checkBlocked(ctx context.Context, r *catalog.Resource, opts Options) error {
+	if opts.Unattended || r.Phase == catalog.PhaseDeleting {
+		return nil
+	}
+	refs, err := d.cfg.Store.Referrers(ctx, r.Key())
+	if err != nil {
+		return err
+	}
+	var live []catalog.Key
+	for _, x := range refs {
+		if x.Phase != catalog.PhaseDeleting && blocks(x, r) {
+			live = append(live, x.Key())
+		}
+	}
+	if len(live) > 0 {
+		return &BlockedError{Backup: r.Name, Referrers: live}
+	}
+	return nil
+}
+
 // heldError is the refusal of a purge whose backup is held.
 func heldError(name string, why []string) error {
 	return fmt.Errorf("backup %s: %w: waiting for %s; refusing to purge it", name, ErrHeld, joinWhy(why))
 }
 
-func joinWhy(why []string) string {
-	s := ""
-	for i, w := range why {
-		if i > 0 {
-			s += "; "
-		}
-		s += w
-	}
-	return s
-}
+func joinWhy(why []string) string { return strings.Join(why, "; ") }

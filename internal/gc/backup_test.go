@@ -228,9 +228,11 @@ func TestBackupSharedSnapshot(t *testing.T) {
 	})
 }
 
-// TestBackupServerCarriesOn: the continuous collector (lethe server)
-// purges a backup whose pipeline run ended waiting, once a finalizer on
-// its dependent is removed; a block referrer holds it the same way.
+// TestBackupServerCarriesOn: a direct request to delete a backup that a
+// live block referrer holds is refused; the daemon's is not. The
+// continuous collector (lethe server) purges a backup whose pipeline run
+// ended waiting, once a finalizer on its dependent is removed; the block
+// referrer holds it the same way until it is deleted.
 func TestBackupServerCarriesOn(t *testing.T) {
 	onDrivers(t, func(t *testing.T, st catalog.Store) {
 		f := newBackupFixture(t, st)
@@ -240,7 +242,16 @@ func TestBackupServerCarriesOn(t *testing.T) {
 			r.Namespace = ""
 			r.References = []catalog.Reference{{Kind: backup.Kind, Name: bk.Name, OnTargetDelete: catalog.RefBlock}}
 		})
-		require.Equal(t, deletion.ResultWaiting, f.deleteBackup(bk.Name, "").Result)
+		// A direct request is refused at once, naming the referrer.
+		_, err := f.del.Delete(f.ctx, bk.Name, deletion.Options{Force: true})
+		var be *deletion.BlockedError
+		require.ErrorAs(t, err, &be)
+		require.Equal(t, []catalog.Key{restore.Key()}, be.Referrers)
+		f.requirePhase(bk, catalog.PhaseActive)
+		// The daemon's (a TTL's expiry) is not: the purge waits.
+		rep, err := f.del.Delete(f.ctx, bk.Name, deletion.Options{Force: true, Unattended: true})
+		require.NoError(t, err)
+		require.Equal(t, deletion.ResultWaiting, rep.Result)
 		runCollector(t, f.c)
 		require.Eventually(t, func() bool { return stuck(f.get(held)) != nil }, 30*time.Second, 10*time.Millisecond)
 		require.NoError(t, gc.Finalize(f.ctx, f.st, held.Key(), "example.com/drain"))
@@ -251,7 +262,7 @@ func TestBackupServerCarriesOn(t *testing.T) {
 			return len(x.Finalizers) == 0 && stuck(x) != nil && stuck(x).Reason == "BlockedByReferrer"
 		}, 30*time.Second, 10*time.Millisecond)
 		require.True(t, f.tarball(bk.Name))
-		_, err := f.c.Delete(f.ctx, restore.Key(), gc.DeleteOptions{})
+		_, err = f.c.Delete(f.ctx, restore.Key(), gc.DeleteOptions{})
 		require.NoError(t, err)
 		f.waitPurged(restore, bk)
 		require.False(t, f.tarball(bk.Name))
