@@ -170,8 +170,8 @@ func (d *Deleter) noteWaiting(ctx context.Context, r *catalog.Resource, why []st
 // Resume purges a Deleting backup whose items are settled and whose
 // cascade no longer holds it: the garbage collector calls it once the
 // wait is over (see gc.Config.PurgeBackup). It claims the deletion's
-// lease like any run; a lease held elsewhere is a *catalog.LeaseHeldError
-// (that holder carries on). A backup whose items are not settled yet is
+// lease like any run; a live lease, held elsewhere or by a run of this
+// very process, is a *catalog.LeaseHeldError (that run carries on). A backup whose items are not settled yet is
 // left to its pipeline run (nil report), as is one already gone.
 func (d *Deleter) Resume(ctx context.Context, uid string, opts Options) (*Report, error) {
 	r, err := d.cfg.Store.GetByUID(ctx, uid)
@@ -188,8 +188,14 @@ func (d *Deleter) Resume(ctx context.Context, uid string, opts Options) (*Report
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: uid, RunAt: d.now()}); err != nil {
+	cur, err := d.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: uid, RunAt: d.now()})
+	if err != nil {
 		return nil, err
+	}
+	// A run holding the lease, this process's own included (a claim by
+	// the same holder would fence it off), finishes the purge itself.
+	if cur.Holder != "" && cur.LeaseExpiresAt.After(d.now()) && !deadLocalHolder(cur.Holder) {
+		return nil, &catalog.LeaseHeldError{Queue: Queue, Key: uid, Holder: cur.Holder, ExpiresAt: cur.LeaseExpiresAt}
 	}
 	w, err := d.claim(ctx, uid)
 	if err != nil {
