@@ -135,6 +135,10 @@ type DeletionStatus struct {
 	// Unsettled counts items waiting on a failed or blocked plugin.
 	Unsettled int64  `json:"unsettled"`
 	LastError string `json:"lastError,omitempty"`
+	// WaitingFor says what holds the backup from its purge once its items
+	// are settled: dependents with blockOwnerDeletion (Foreground), block
+	// referrers, finalizers (see deletion.Held).
+	WaitingFor []string `json:"waitingFor,omitempty"`
 }
 
 // Backup is the typed view of a Backup resource.

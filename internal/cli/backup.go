@@ -406,6 +406,9 @@ func (a *app) printBackup(v *backupView) {
 	}
 	if v.DeletingAt != nil {
 		fmt.Fprintf(w, "Deleting:   since %s; finalizers: %s\n", v.DeletingAt.Local().Format(time.RFC3339), cmp.Or(strings.Join(v.Finalizers, ", "), "none"))
+		if d := v.Status.Deletion; d != nil && len(d.WaitingFor) > 0 && !slices.Contains(v.Finalizers, catalog.FinalizerDeleteActions) {
+			fmt.Fprintf(w, "Waiting:    its items are settled; its purge waits for %s (lethe explain backup %s)\n", strings.Join(d.WaitingFor, "; "), v.Name)
+		}
 	}
 	if p := v.Progress; p != nil {
 		fmt.Fprintf(w, "Progress:   %d of %d items processed\n", p.Watermark, p.TotalItems)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,13 +15,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/registry"
 )
 
 func newBackupDeleteCmd(a *app) *cobra.Command {
 	var dryRun, yes, force, abandon, noPlugins, async, wait bool
-	var delay, selector string
+	var delay, selector, cascade string
 	var skipPlugins []string
 	var all bool
 	c := &cobra.Command{
@@ -50,6 +53,16 @@ when no plugin is installed at all. Install the plugins; or say
 --no-plugins when an empty plugin folder is intended; or, for a plugin gone
 for good, --skip-plugin NAME --abandon.
 
+A backup takes part in the garbage collector's graph: it can own resources
+(a VolumeSnapshot with an ownerReference to it) and be the target of
+references. --cascade says what happens to its dependents, as for
+'lethe delete': foreground (the default) purges the backup only once no
+dependent with blockOwnerDeletion remains (the collector deletes them; the
+backup waits in Deleting, and 'lethe explain backup NAME' says on what);
+background purges it without waiting for them; orphan leaves them, without
+the owner edge. A block reference to the backup holds its purge too. With
+--wait the collector runs here until the cascade is done or stuck (exit 3).
+
 If an item fails or is blocked, the backup stays, with its progress in
 'lethe backup get NAME'. Running delete again resumes: only the items that
 are not done yet are sent again. An interrupted deletion (Ctrl-C, a crash)
@@ -60,9 +73,10 @@ terminal, and needs --yes without one; neither --yes nor --force implies
 it. The abandoned items and plugins are recorded in the audit log.
 
 Exit codes: 0 purged or scheduled, 1 error, 2 bad usage, 3 some items are
-failed or blocked (the backup stays), 4 no such backup (or it was purged),
-5 refused: an expected plugin is missing or no plugin is installed (nothing
-changed), 130 interrupted (progress is saved).`,
+failed or blocked, or its cascade is stuck (the backup stays), 4 no such
+backup (or it was purged), 5 refused: an expected plugin is missing or no
+plugin is installed, or live resources hold block references to the backup
+(nothing changed), 130 interrupted (progress is saved).`,
 		Example: `  # See what would happen, then do it
   lethe backup delete nightly-0412 --dry-run
   lethe backup delete nightly-0412 --yes
@@ -81,6 +95,9 @@ changed), 130 interrupted (progress is saved).`,
   # A plugin is gone for good: abandon the items it would have received
   lethe backup delete nightly-0412 --skip-plugin example.com/ebs-snapshots --abandon --yes
 
+  # Keep the VolumeSnapshots it owns (they lose the owner edge)
+  lethe backup delete nightly-0412 --cascade=orphan --dry-run
+
   # Let the daemon (lethe server) do the work
   lethe backup delete nightly-0412 --yes --async`,
 	}
@@ -98,6 +115,7 @@ changed), 130 interrupted (progress is saved).`,
 	f.StringVar(&delay, "deletion-delay", "", "grace window for this deletion, e.g. 24h (overrides the annotation and --default-deletion-delay)")
 	f.BoolVar(&wait, "wait", true, "wait for the deletion to finish, with progress")
 	f.BoolVar(&async, "async", false, "only request the deletion; 'lethe server' runs it")
+	f.StringVar(&cascade, "cascade", "foreground", "what happens to the resources the backup owns: foreground (wait for those with blockOwnerDeletion), background or orphan")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
@@ -108,13 +126,17 @@ changed), 130 interrupted (progress is saved).`,
 		if abandon && !dryRun && !yes && !a.s.InteractiveIn {
 			return usageError{errors.New("--abandon without a terminal needs --yes: the abandoned items' outside work may be left behind")}
 		}
+		prop, err := gc.ParsePropagation(cascade)
+		if err != nil {
+			return usageError{fmt.Errorf("--cascade: %w", err)}
+		}
 		ctx := cmd.Context()
 		if err := a.init(); err != nil {
 			return err
 		}
 		opts := deletion.Options{
 			Force: force, ForcePurge: abandon, SkipPlugins: skipPlugins, NoPlugins: noPlugins,
-			Async: async || !wait, DefaultDelay: a.g.defaultDelayD,
+			Async: async || !wait, DefaultDelay: a.g.defaultDelayD, Propagation: catalog.Propagation(prop),
 		}
 		if delay != "" {
 			d, err := backup.ParseDuration(delay)
@@ -185,10 +207,18 @@ changed), 130 interrupted (progress is saved).`,
 				return err
 			}
 			if dryRun {
+				cascadePlan, err := a.backupCascadePlan(ctx, name, prop)
+				if err != nil {
+					return err
+				}
 				if *out != "table" {
-					return printStructured(a.s.Out, *out, planView{Kind: kindDeletionPlan, Plan: plan})
+					return printStructured(a.s.Out, *out, planView{Kind: kindDeletionPlan, Plan: plan, Cascade: cascadePlan})
 				}
 				a.printPlan(plan)
+				if cascadePlan != nil {
+					fmt.Fprintln(a.s.Out)
+					return a.printGCPlan(cascadePlan, "table")
+				}
 				return nil
 			}
 			if plan.Rejected != "" {
@@ -235,17 +265,54 @@ changed), 130 interrupted (progress is saved).`,
 		if rep.Result == deletion.ResultIncomplete {
 			return errIncomplete
 		}
+		if rep.Result == deletion.ResultWaiting && !opts.Async {
+			return a.driveBackup(ctx, name, *out)
+		}
 		return nil
 	}
 	return c
+}
+
+// backupCascadePlan is the garbage collector's plan for the backup's
+// dependents and referrers, or nil when it has none.
+func (a *app) backupCascadePlan(ctx context.Context, name string, prop gc.Propagation) (*gc.Plan, error) {
+	col, err := a.collector(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := col.Plan(ctx, backup.Key(name), prop)
+	if err != nil || len(p.Entries) <= 1 {
+		return nil, err
+	}
+	return p, nil
+}
+
+// driveBackup runs the collector here on a backup whose items are settled
+// and whose cascade holds it, until it is purged (by its pipeline, once
+// nothing holds it) or stuck.
+func (a *app) driveBackup(ctx context.Context, name, out string) error {
+	col, err := a.collector(ctx)
+	if err != nil {
+		return err
+	}
+	k := backup.Key(name)
+	uid := ""
+	if r, err := a.store.Get(ctx, k); err == nil {
+		uid = r.UID
+	}
+	return a.driveGC(ctx, col, k, uid, out)
 }
 
 // deleteError maps the deletion's refusals: a bad --skip-plugin is a usage
 // error; a missing plugin keeps its type for exit code 4.
 func deleteError(err error) error {
 	var se *deletion.SkipPluginError
-	if errors.As(err, &se) {
+	var be *deletion.BlockedError
+	switch {
+	case errors.As(err, &se):
 		return usageError{err}
+	case errors.As(err, &be):
+		return exitCodeError{exitRefused, err}
 	}
 	return err
 }
@@ -350,6 +417,10 @@ func (a *app) printReport(r *deletion.Report) {
 		return
 	case deletion.ResultQueued:
 		fmt.Fprintf(w, "backup %s: deletion requested; 'lethe server' will run it (follow with: lethe backup get %s)\n", r.Backup, r.Backup)
+		return
+	case deletion.ResultWaiting:
+		fmt.Fprintf(w, "backup %s: %d items settled; its purge waits for %s (lethe explain backup %s)\n",
+			r.Backup, r.TotalItems, strings.Join(r.WaitingFor, "; "), r.Backup)
 		return
 	}
 	if len(r.Counts) > 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/gc"
 )
 
 // Kinds of the structured output of backup delete.
@@ -36,6 +37,9 @@ type reportView struct {
 	Purged         []string                         `json:"purged,omitempty"`
 	Forced         bool                             `json:"forced,omitempty"`
 	Skipped        map[string]backup.ExpectedPlugin `json:"skipped,omitempty"`
+	// WaitingFor says what holds a backup whose result is "waiting": its
+	// items are settled, its cascade is not done.
+	WaitingFor []string `json:"waitingFor,omitempty"`
 	// Error is set, in a list, for a backup whose deletion failed.
 	Error string `json:"error,omitempty"`
 }
@@ -45,6 +49,7 @@ func newReportView(r *deletion.Report) *reportView {
 		Kind: kindDeletionReport, Backup: r.Backup, Result: r.Result, TotalItems: r.TotalItems,
 		Counts: r.Counts, Unsettled: r.Unsettled, UnsettledCount: r.UnsettledCount, NotSent: r.NotSent,
 		TarballProblem: r.TarballProblem, Purged: r.Purged, Forced: r.Forced, Skipped: r.Skipped,
+		WaitingFor: r.WaitingFor,
 	}
 	if !r.DueAt.IsZero() {
 		due := r.DueAt
@@ -57,6 +62,9 @@ func newReportView(r *deletion.Report) *reportView {
 type planView struct {
 	Kind string `json:"kind"`
 	*deletion.Plan
+	// Cascade is what the backup's deletion does to its dependents and
+	// referrers (the garbage collector's plan), when it has any.
+	Cascade *gc.Plan `json:"cascade,omitempty"`
 }
 
 // listView is a list of results, with its kind.
@@ -179,6 +187,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		}
 	}
 	var errs []error
+	var waiting []string
 	incomplete := false
 	l := listView{Kind: kindList, Items: []any{}}
 	for i, n := range names {
@@ -209,6 +218,22 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 			a.printReport(rep)
 		}
 		incomplete = incomplete || rep.Result == deletion.ResultIncomplete
+		if rep.Result == deletion.ResultWaiting {
+			waiting = append(waiting, n)
+		}
+	}
+	// Those waiting on their cascade: the collector runs here, as for
+	// one backup (--wait).
+	for _, n := range waiting {
+		if opts.Async || out != "table" {
+			break
+		}
+		err := a.driveBackup(ctx, n, out)
+		if errors.Is(err, errIncomplete) {
+			incomplete = true
+		} else if err != nil {
+			return err
+		}
 	}
 	if out != "table" {
 		if err := printStructured(a.s.Out, out, l); err != nil {

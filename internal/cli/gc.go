@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -44,8 +45,16 @@ func gcError(err error) error {
 	return err
 }
 
-// collector wires a garbage collector on the catalog and the plugins.
+// collector wires a garbage collector on the catalog and the plugins. A
+// Backup it finds free of its cascade is purged by a deletion pipeline
+// made on first use.
 func (a *app) collector(ctx context.Context) (*gc.Collector, error) {
+	return a.collectorWith(ctx, nil, deletion.Options{})
+}
+
+// collectorWith is collector, purging backups with del (nil: one made on
+// first use) and opts.
+func (a *app) collectorWith(ctx context.Context, del *deletion.Deleter, opts deletion.Options) (*gc.Collector, error) {
 	st, err := a.catalog(ctx)
 	if err != nil {
 		return nil, err
@@ -61,8 +70,23 @@ func (a *app) collector(ctx context.Context) (*gc.Collector, error) {
 	if err != nil {
 		return nil, err
 	}
+	var mu sync.Mutex
+	purge := func(ctx context.Context, r *catalog.Resource) error {
+		mu.Lock()
+		if del == nil {
+			d, err := a.deleter(ctx)
+			if err != nil {
+				mu.Unlock()
+				return err
+			}
+			del = d
+		}
+		mu.Unlock()
+		_, err := del.Resume(ctx, r.UID, opts)
+		return err
+	}
 	return gc.New(gc.Config{Store: st, Plugins: gc.HostPlugins(h), Logger: a.log, Retry: q,
-		Holder: deletion.DefaultHolder(), DeadHolder: deletion.DeadLocalHolder})
+		Holder: deletion.DefaultHolder(), DeadHolder: deletion.DeadLocalHolder, PurgeBackup: purge})
 }
 
 // resourceKey reads KIND NAME [-n NS].
@@ -103,7 +127,8 @@ the deletion. 'lethe explain KIND NAME' says what a deletion waits for.
 
 A resource annotated lethe.io/deletion-delay is only scheduled (grace
 window); --force skips the wait. 'lethe delete backup NAME' is
-'lethe backup delete NAME'.
+'lethe backup delete NAME' with the same --cascade: the backup's items go
+through its plugins, and its purge waits for its cascade the same way.
 
 Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
 2 bad usage, 3 stuck (see lethe explain), 4 no such resource, 5 refused
@@ -218,19 +243,10 @@ block reference from outside the set changes nothing.`,
 type backupFlags struct{ dryRun, yes, wait, force, noPlugins bool }
 
 func (a *app) deleteBackup(cmd *cobra.Command, k catalog.Key, prop gc.Propagation, fl backupFlags, out string) error {
-	if prop == gc.Orphan {
-		return usageError{errors.New("--cascade=orphan is not supported for backups yet: orphan the backup's dependents first (lethe apply without the owner), then delete it")}
-	}
 	if k.Namespace != "" {
 		return usageError{errors.New("backups are cluster-scoped: drop -n")}
 	}
 	ctx := cmd.Context()
-	uid := ""
-	if st, err := a.catalog(ctx); err == nil {
-		if r, err := st.Get(ctx, k); err == nil {
-			uid = r.UID
-		}
-	}
 	bc := newBackupDeleteCmd(a)
 	bc.SetContext(ctx)
 	set := func(name string, on bool) {
@@ -244,15 +260,10 @@ func (a *app) deleteBackup(cmd *cobra.Command, k catalog.Key, prop gc.Propagatio
 	set("no-plugins", fl.noPlugins)
 	set("async", !fl.wait)
 	_ = bc.Flags().Set("output", out)
-	if err := bc.RunE(bc, []string{k.Name}); err != nil || fl.dryRun || !fl.wait || uid == "" {
-		return err
-	}
-	col, err := a.collector(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = col.Drive(ctx, k, gc.DriveOptions{UID: uid})
-	return err
+	_ = bc.Flags().Set("cascade", string(prop))
+	// The backup's cascade runs in it: its purge waits for what holds it,
+	// and with --wait the collector runs until it is done or stuck.
+	return bc.RunE(bc, []string{k.Name})
 }
 
 // driveGC runs the collector here until the cascade of k is done or stuck.

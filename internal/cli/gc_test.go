@@ -135,3 +135,110 @@ func TestDeleteBackupIsBackupDelete(t *testing.T) {
 		require.ErrorIs(t, err, catalog.ErrNotFound, "%s", k)
 	}
 }
+
+// TestBackupDeleteCascade: a backup's purge waits for its Foreground
+// dependents with blockOwnerDeletion (stuck on a user finalizer: exit 3,
+// explained, tarball kept) until lethe finalize releases them; and
+// --cascade=orphan, shown by --dry-run, keeps the dependents without the
+// owner edge.
+func TestBackupDeleteCascade(t *testing.T) {
+	home, tarball := newHome(t)
+	for _, n := range []string{"b1", "b2"} {
+		code, _, stderr := run(t, home, false, "", "backup", "create", n, "--from", tarball)
+		require.Equal(t, 0, code, stderr)
+	}
+	ctx := context.Background()
+	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(home, "lethe.db"), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	owned := func(backupName, name string, fins ...string) *catalog.Resource {
+		b, err := st.Get(ctx, catalog.Key{Kind: "Backup", Name: backupName})
+		require.NoError(t, err)
+		r, err := st.Create(ctx, &catalog.Resource{Kind: "VolumeSnapshot", Namespace: "prod", Name: name, Finalizers: fins,
+			Owners: []catalog.OwnerRef{{UID: b.UID, Kind: "Backup", Name: backupName, BlockOwnerDeletion: true}}})
+		require.NoError(t, err)
+		return r
+	}
+	snapA := owned("b1", "snap-a", "example.com/drain")
+
+	code, out, stderr := run(t, home, false, "", "backup", "delete", "b1", "--yes", "--no-plugins")
+	require.Equal(t, exitIncomplete, code, stderr)
+	require.Contains(t, out, "its purge waits for dependent VolumeSnapshot/prod/snap-a")
+	require.Contains(t, out, "Backup/b1 is stuck")
+	require.Contains(t, out, "example.com/drain")
+	b1, err := st.Get(ctx, catalog.Key{Kind: "Backup", Name: "b1"})
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseDeleting, b1.Phase)
+	code, out, stderr = run(t, home, false, "", "explain", "backup", "b1", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var e struct {
+		Reason     string `json:"reason"`
+		WaitingFor []struct {
+			Resource catalog.Key `json:"resource"`
+		} `json:"waitingFor"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &e))
+	require.Contains(t, e.Reason, "blockOwnerDeletion")
+	require.Len(t, e.WaitingFor, 1)
+	require.Equal(t, snapA.Key(), e.WaitingFor[0].Resource)
+	code, out, stderr = run(t, home, false, "", "backup", "describe", "b1", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, `"waitingFor"`)
+	code, out, stderr = run(t, home, false, "", "backup", "describe", "b1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "its purge waits for dependent VolumeSnapshot/prod/snap-a")
+
+	code, _, stderr = run(t, home, false, "", "finalize", "VolumeSnapshot", "snap-a", "-n", "prod", "example.com/drain")
+	require.Equal(t, 0, code, stderr)
+	code, out, stderr = run(t, home, false, "", "delete", "backup", "b1", "--yes", "--wait", "--no-plugins")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "Backup/b1: purged")
+	for _, k := range []catalog.Key{b1.Key(), snapA.Key()} {
+		_, err := st.Get(ctx, k)
+		require.ErrorIs(t, err, catalog.ErrNotFound, "%s", k)
+	}
+
+	// A live block reference refuses a direct delete at once (exit 5).
+	_, err = st.Create(ctx, &catalog.Resource{Kind: "Restore", Name: "r",
+		References: []catalog.Reference{{Kind: "Backup", Name: "b2", OnTargetDelete: catalog.RefBlock}}})
+	require.NoError(t, err)
+	code, _, stderr = run(t, home, false, "", "delete", "backup", "b2", "--yes", "--no-plugins")
+	require.Equal(t, exitRefused, code, stderr)
+	require.Contains(t, stderr, "block references from Restore/r")
+	code, _, stderr = run(t, home, false, "", "delete", "Restore", "r", "--yes", "--wait")
+	require.Equal(t, 0, code, stderr)
+
+	// Orphan: the plan says so, and nothing changes until asked.
+	snapB := owned("b2", "snap-b")
+	code, out, stderr = run(t, home, false, "", "delete", "backup", "b2", "--cascade=orphan", "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `orphan\s+VolumeSnapshot/prod/snap-b`, out)
+	code, out, stderr = run(t, home, false, "", "backup", "delete", "b2", "--cascade=orphan", "--dry-run", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var plan struct {
+		Cascade struct {
+			Propagation string `json:"propagation"`
+			Entries     []struct {
+				Action   string      `json:"action"`
+				Resource catalog.Key `json:"resource"`
+			} `json:"entries"`
+		} `json:"cascade"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &plan))
+	require.Equal(t, "Orphan", plan.Cascade.Propagation)
+	require.Len(t, plan.Cascade.Entries, 2)
+	require.Equal(t, "orphan", plan.Cascade.Entries[1].Action)
+	require.Equal(t, snapB.Key(), plan.Cascade.Entries[1].Resource)
+	b2, err := st.Get(ctx, catalog.Key{Kind: "Backup", Name: "b2"})
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, b2.Phase, "a dry run changes nothing")
+
+	code, out, stderr = run(t, home, false, "", "delete", "backup", "b2", "--cascade=orphan", "--yes", "--wait", "--no-plugins")
+	require.Equal(t, 0, code, stderr+out)
+	_, err = st.Get(ctx, b2.Key())
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	x, err := st.Get(ctx, snapB.Key())
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, x.Phase)
+	require.Empty(t, x.Owners)
+}

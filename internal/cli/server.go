@@ -102,7 +102,7 @@ lease is handed over); a second one aborts.`,
 			for _, p := range a.host.Problems() {
 				a.log.Warn("plugin binary not loaded; deletions that expect its plugins will wait", "binary", p.Binary, "plugins", p.Names, "error", p.Err)
 			}
-			col, err := a.collector(ctx)
+			col, err := a.collectorWith(ctx, del, deletion.Options{NoPlugins: noPlugins, Unattended: true})
 			if err != nil {
 				return err
 			}

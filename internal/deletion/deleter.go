@@ -75,6 +75,7 @@ type Catalog interface {
 	catalog.Lifecycle
 	catalog.WorkQueue
 	catalog.Progress
+	catalog.Graph
 }
 
 // Config configures a Deleter.
@@ -242,6 +243,12 @@ type Options struct {
 	Async bool
 	// Progress, when set, is called as items settle.
 	Progress func(Progress)
+	// Propagation is what happens to the backup's dependents (resources
+	// whose owner it is): Foreground (the default) purges the backup only
+	// once no dependent with blockOwnerDeletion remains; Background and
+	// Orphan do not wait for them (see Held). The garbage collector
+	// (internal/gc) carries the cascade out.
+	Propagation catalog.Propagation
 }
 
 // Progress is a snapshot of a running deletion.
@@ -262,6 +269,11 @@ const (
 	// ResultNotScheduled: OnlyIfScheduled was set and the backup is not
 	// Scheduled (it was undeleted); nothing changed.
 	ResultNotScheduled Result = "not-scheduled"
+	// ResultWaiting: every item is settled, but the backup is not purged
+	// yet: its cascade holds it (dependents with blockOwnerDeletion under
+	// Foreground, block referrers, or finalizers; Report.WaitingFor). The
+	// garbage collector purges it once they are gone.
+	ResultWaiting Result = "waiting"
 )
 
 // Report is the outcome of a deletion request.
@@ -297,6 +309,8 @@ type Report struct {
 	// Skipped are the plugins skipped by Options.SkipPlugins, with the
 	// items each would have received.
 	Skipped map[string]backup.ExpectedPlugin `json:",omitempty"`
+	// WaitingFor says what holds a ResultWaiting backup in Deleting.
+	WaitingFor []string `json:",omitempty"`
 }
 
 func (d *Deleter) now() time.Time { return d.cfg.Now().UTC() }
@@ -383,6 +397,9 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 	if err != nil {
 		return nil, err
 	}
+	if err := d.checkBlocked(ctx, b.Resource, opts); err != nil {
+		return nil, err
+	}
 	if err := d.startCheck(b, opts); err != nil {
 		return nil, err
 	}
@@ -454,7 +471,7 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 			}
 		}
 		if delay > 0 && !opts.Force {
-			r, err := d.cfg.Store.Schedule(ctx, r.Key(), catalog.ScheduleOptions{Delay: delay, Reason: reason})
+			r, err := d.cfg.Store.Schedule(ctx, r.Key(), catalog.ScheduleOptions{Delay: delay, Propagation: opts.Propagation, Reason: reason})
 			if err != nil {
 				return nil, err
 			}
@@ -465,12 +482,20 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 			return &Report{Backup: r.Name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, nil
 		}
 	}
+	// The cascade finalizer holds the record until its dependents and
+	// referrers are handled (see Held): the same finalizers as the
+	// collector gives a Backup it moves to Deleting.
 	_, err := d.cfg.Store.Delete(ctx, r.Key(), catalog.DeleteOptions{
-		Finalizers: []string{catalog.FinalizerDeleteActions}, Force: opts.Force, OnlyIfScheduled: opts.OnlyIfScheduled,
-		Reason: reason,
+		Finalizers: Finalizers, Force: opts.Force, OnlyIfScheduled: opts.OnlyIfScheduled,
+		Propagation: opts.Propagation, Reason: reason,
 	})
 	return nil, err
 }
+
+// Finalizers are the finalizers a backup gets when it enters Deleting:
+// the pipeline's own (its items), and the cascade's (its dependents and
+// referrers, carried out by the garbage collector).
+var Finalizers = []string{catalog.FinalizerDeleteActions, catalog.FinalizerCascade}
 
 // Undelete cancels a scheduled deletion (see the package function).
 func (d *Deleter) Undelete(ctx context.Context, name string) (*catalog.Resource, error) {

@@ -111,7 +111,14 @@ func (d *Deleter) runLeased(ctx context.Context, b *backup.Backup, w *catalog.Wo
 	<-renewDone
 	// Leave the work item for a later run unless the deletion finished.
 	bg := context.WithoutCancel(ctx)
-	if runErr == nil && rep.Result == ResultPurged {
+	if runErr == nil && rep.Result == ResultWaiting {
+		// The collector resumes it once the wait is over (Resume); the
+		// recheck is only a safety net.
+		msg := "waiting for " + joinWhy(rep.WaitingFor)
+		if err := d.cfg.Store.Release(bg, fence, d.now().Add(WaitRecheck), msg); err != nil && !errors.Is(err, catalog.ErrLeaseLost) {
+			d.log.Warn("releasing work item", "backup", name, "error", err)
+		}
+	} else if runErr == nil && rep.Result == ResultPurged {
 		if err := d.cfg.Store.Complete(bg, fence); err != nil && !errors.Is(err, catalog.ErrNotFound) {
 			d.log.Warn("completing work item", "backup", name, "error", err)
 		}
@@ -288,6 +295,14 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 			if err := d.abandonAll(ctx, b, rep, err); err != nil {
 				return nil, err
 			}
+			nr, why, err := d.Held(ctx, r, true)
+			if err != nil {
+				return nil, err
+			}
+			b.Resource = nr
+			if len(why) > 0 {
+				return d.waiting(ctx, nr, rep, why), nil
+			}
 			d.log.Warn("force-purging a backup whose tarball is "+rep.TarballProblem, "backup", r.Name,
 				"notSettled", rep.UnsettledCount, "neverSent", rep.NotSent)
 			return d.purge(ctx, b, rep, opts)
@@ -320,9 +335,11 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 		}
 		switch {
 		case done:
-			if _, err := d.cfg.Store.RemoveFinalizer(catalog.WithDefaultActor(ctx, "lethe"), r.Key(), catalog.FinalizerDeleteActions); err != nil {
+			nr, err := d.cfg.Store.RemoveFinalizer(catalog.WithDefaultActor(ctx, "lethe"), r.Key(), catalog.FinalizerDeleteActions)
+			if err != nil {
 				return nil, err
 			}
+			b.Resource, r = nr, nr
 		case !opts.ForcePurge:
 			rep.Result = ResultIncomplete
 			return rep, nil
@@ -336,6 +353,16 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 		rep.TotalItems, rep.Counts = p.TotalItems, p.Counts
 	}
 
+	// The items are settled (or abandoned): the cascade may still hold
+	// the record and the tarball (dependents, block referrers, finalizers).
+	nr, why, err := d.Held(ctx, r, rep.Forced)
+	if err != nil {
+		return nil, err
+	}
+	b.Resource = nr
+	if len(why) > 0 {
+		return d.waiting(ctx, nr, rep, why), nil
+	}
 	return d.purge(ctx, b, rep, opts)
 }
 
@@ -380,7 +407,7 @@ func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts
 		return nil, err
 	}
 	location := blobstore.ObjectURL(bl.URL(), b.Spec.StorageKey)
-	if err := d.mustBeDeleting(ctx, b); err != nil {
+	if err := d.mustBeDeleting(ctx, b, rep.Forced); err != nil {
 		return nil, err
 	}
 	if err := d.checkFence(ctx); err != nil {
@@ -428,8 +455,9 @@ func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts
 }
 
 // mustBeDeleting re-reads the backup before its storage is touched: only
-// the same backup, still in Deleting, may be purged.
-func (d *Deleter) mustBeDeleting(ctx context.Context, b *backup.Backup) error {
+// the same backup, still in Deleting, and held by nothing (Held), may be
+// purged.
+func (d *Deleter) mustBeDeleting(ctx context.Context, b *backup.Backup, forced bool) error {
 	cur, err := d.cfg.Store.Get(ctx, b.Resource.Key())
 	if err != nil {
 		return fmt.Errorf("backup %s: before purging: %w", b.Name(), err)
@@ -437,6 +465,14 @@ func (d *Deleter) mustBeDeleting(ctx context.Context, b *backup.Backup) error {
 	if cur.UID != b.Resource.UID || cur.Phase != catalog.PhaseDeleting {
 		return fmt.Errorf("backup %s is %s (uid %s), not the Deleting backup %s: refusing to purge it",
 			b.Name(), cur.Phase, cur.UID, b.Resource.UID)
+	}
+	// Nothing is purged before its blocking dependents, whatever led here.
+	_, why, err := d.Held(ctx, cur, forced)
+	if err != nil {
+		return fmt.Errorf("backup %s: before purging: %w", b.Name(), err)
+	}
+	if len(why) > 0 {
+		return heldError(b.Name(), why)
 	}
 	return nil
 }

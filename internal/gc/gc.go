@@ -24,7 +24,8 @@ const Queue = "gc"
 
 // BackupKind is the kind whose own items and purge belong to the backup
 // deletion pipeline (internal/deletion). The collector carries a Backup's
-// cascade (its dependents and referrers) but never purges it.
+// cascade (its dependents and referrers, under the cascade finalizer) but
+// never purges it itself: once nothing holds it, Config.PurgeBackup does.
 const BackupKind = "Backup"
 
 // BackupQueue is the work queue of the backup deletion pipeline: a Backup
@@ -162,6 +163,14 @@ type Config struct {
 	// attempts and dead letters. Nil: a queue with the default policy
 	// over Store (which must then be a retry.Catalog).
 	Retry *retry.Queue
+	// PurgeBackup purges a Deleting Backup that nothing holds any more
+	// (its items settled, its cascade carried out, no block referrer, no
+	// finalizer left): the backup deletion pipeline's purge
+	// (deletion.Deleter.Resume), which removes its tarball too. The
+	// collector never purges a Backup itself. A *catalog.LeaseHeldError
+	// means another process is on it. Nil: the backup's work item on the
+	// pipeline's queue is left for lethe server to run when it is due.
+	PurgeBackup func(ctx context.Context, r *catalog.Resource) error
 }
 
 // Collector is the garbage collector.
@@ -337,7 +346,9 @@ func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propaga
 		fins = Finalizers
 	}
 	if r.Kind == BackupKind {
-		fins = []string{catalog.FinalizerDeleteActions}
+		// The pipeline's finalizers (deletion.Finalizers): its items, and
+		// its cascade, which this collector carries out.
+		fins = []string{catalog.FinalizerDeleteActions, catalog.FinalizerCascade}
 		if _, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: BackupQueue, Key: r.UID, RunAt: now}); err != nil {
 			return nil, err
 		}

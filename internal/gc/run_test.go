@@ -114,7 +114,7 @@ func TestBackupInGraph(t *testing.T) {
 		f.drive(sched)
 		f.requirePurged(sched, snap)
 		x := f.requirePhase(bk, catalog.PhaseDeleting)
-		require.Equal(t, []string{catalog.FinalizerDeleteActions}, x.Finalizers, "the pipeline's finalizer only")
+		require.Equal(t, []string{catalog.FinalizerDeleteActions}, x.Finalizers, "the pipeline's finalizer only: its cascade is done")
 		_, err = f.st.GetWork(f.ctx, gc.BackupQueue, bk.UID)
 		require.NoError(t, err, "queued for the backup deletion pipeline")
 	})

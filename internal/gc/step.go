@@ -295,11 +295,29 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		}
 	}
 
+	// 6b. A Backup that nothing holds any more is purged by its pipeline
+	// (its tarball with it).
+	if r.Kind == BackupKind && len(r.Finalizers) == 0 && len(w.referrers) == 0 {
+		res, err := c.purgeBackup(ctx, r, depth)
+		if err != nil || res.done || !res.next.IsZero() {
+			return res, err
+		}
+	}
+
 	// 7. Waiting: its rows in the retry queue, then is it stuck? A
-	// Backup's condition is the backup side's (the deletion pipeline and
-	// its retry rows): the collector only passes its chain up.
+	// Backup's items are the deletion pipeline's: when the pipeline says
+	// the backup is stuck (its retry rows: RetriesExhausted, Discarded,
+	// ItemsUnsettled...), the collector leaves the condition alone and
+	// only passes its chain up. The collector writes (and clears) only a
+	// condition of its own: the backup waiting on its cascade.
 	if r.Kind == BackupKind {
-		return result{stuck: c.stuckOf(ctx, r, &w)}, nil
+		w.stuck = c.stuckOf(ctx, r, &w)
+		if cur := stuckCondition(r); cur == nil || collectorReasons[cur.Reason] {
+			if err := c.noteStuck(ctx, r, w.stuck); err != nil {
+				return result{}, err
+			}
+		}
+		return result{stuck: w.stuck}, nil
 	}
 	dead, err := c.syncRetryRows(ctx, r, &w)
 	if err != nil {
@@ -428,6 +446,32 @@ func pluginWait(row *catalog.RetryRow) string {
 		when = "being retried now"
 	}
 	return fmt.Sprintf("plugin %s %s: %s (attempt %d, %s; lethe retry get %d)", row.Plugin, outcome, row.LastError, row.Attempts, when, row.ID)
+}
+
+// purgeBackup has the backup deletion pipeline purge r, which nothing
+// holds any more.
+func (c *Collector) purgeBackup(ctx context.Context, r *catalog.Resource, depth int) (result, error) {
+	if c.cfg.PurgeBackup == nil {
+		// The pipeline's work item stays queued: lethe server runs it
+		// when it is due (deletion.WaitRecheck at the latest).
+		_, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: BackupQueue, Key: r.UID, RunAt: c.now()})
+		return result{}, err
+	}
+	err := c.cfg.PurgeBackup(ctx, r)
+	if errors.Is(err, catalog.ErrLeaseHeld) {
+		// Another process runs its deletion: look again shortly.
+		return result{next: c.now().Add(c.cfg.PollInterval)}, nil
+	}
+	if err != nil {
+		return result{}, err
+	}
+	if _, err := c.st.GetByUID(ctx, r.UID); errors.Is(err, catalog.ErrNotFound) {
+		c.markDone(r.UID)
+		return result{done: true}, c.ownerGone(ctx, r.UID, depth)
+	} else if err != nil {
+		return result{}, err
+	}
+	return result{}, nil
 }
 
 // leaf says whether d may take the batch path: not a backup, no
@@ -618,6 +662,13 @@ func finalizeArgs(k catalog.Key, f string) string {
 		s += " -n " + k.Namespace
 	}
 	return s + " " + f
+}
+
+// collectorReasons are the reasons of the DeletionStuck conditions the
+// collector writes from the graph (stuckOf).
+var collectorReasons = map[string]bool{
+	"BlockedByReferrer": true, "DependentStuck": true, "PluginUnfinished": true,
+	"WaitingForFinalizer": true, "OwnerCycle": true,
 }
 
 func stuckCondition(r *catalog.Resource) *catalog.Condition {
