@@ -10,6 +10,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/gc"
 )
 
 // kindName turns what a user types ("backups", "backup", "Backup") into a
@@ -127,13 +128,23 @@ func newDescribeCmd(a *app) *cobra.Command {
 	var ns string
 	c := &cobra.Command{
 		Use:   "describe KIND NAME",
-		Short: "Show a resource with its owners, dependents, finalizers, conditions and recent audit",
+		Short: "Show a resource with its owners, dependents, references, finalizers, conditions and recent audit",
+		Long: `Describe shows one resource: its lifecycle, owners, finalizers and
+conditions; what depends on it (dependents, and referrers with their
+onTargetDelete policy); its own references, each with its target's phase,
+or "dangling" when the target is gone (an allowDangling reference stays
+when its target is deleted); and its recent audit entries.`,
 		Example: `  lethe describe backup nightly-0412
-  lethe describe Database orders -n shop`,
+  lethe describe Database orders -n shop
+  lethe describe Report weekly -n shop -o json   # references[].dangling`,
 		Args: exactArgs(2, "KIND and NAME"),
 	}
 	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
+	out := outputFlag(c, "table")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
 		if kindName(args[0]) == backup.Kind {
 			if err := backup.ValidateName(args[1]); err != nil {
 				return usageError{err}
@@ -160,7 +171,24 @@ func newDescribeCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		if len(audit) > 10 {
+			audit = audit[len(audit)-10:]
+		}
+		myRefs, err := gc.References(ctx, st, r)
+		if err != nil {
+			return err
+		}
 		w := a.s.Out
+		if *out != "table" {
+			doc := describeDoc{Resource: r, References: myRefs, Dependents: []relatedDoc{}, Referrers: []relatedDoc{}, RecentAudit: audit}
+			for _, d := range deps {
+				doc.Dependents = append(doc.Dependents, relatedDoc{Key: d.Key(), Phase: d.Phase})
+			}
+			for _, d := range refs {
+				doc.Referrers = append(doc.Referrers, relatedDoc{Key: d.Key(), Phase: d.Phase, OnTargetDelete: referencePolicy(d, r)})
+			}
+			return printStructured(w, *out, doc)
+		}
 		now := time.Now()
 		fmt.Fprintf(w, "Kind:        %s\n", r.Kind)
 		if r.Namespace != "" {
@@ -203,13 +231,18 @@ func newDescribeCmd(a *app) *cobra.Command {
 			fmt.Fprintf(w, "  %s  owned, %s\n", d.Key(), d.Phase)
 		}
 		for _, d := range refs {
-			policy := ""
-			for _, ref := range d.References {
-				if ref.Kind == r.Kind && ref.Name == r.Name && ref.Namespace == r.Namespace {
-					policy = string(ref.OnTargetDelete)
-				}
+			fmt.Fprintf(w, "  %s  references it (onTargetDelete=%s), %s\n", d.Key(), referencePolicy(d, r), d.Phase)
+		}
+		fmt.Fprintln(w, "References:")
+		if len(myRefs) == 0 {
+			fmt.Fprintln(w, "  (none)")
+		}
+		for _, ref := range myRefs {
+			state := "target " + string(ref.TargetPhase)
+			if ref.Dangling {
+				state = "dangling (target gone)"
 			}
-			fmt.Fprintf(w, "  %s  references it (onTargetDelete=%s), %s\n", d.Key(), policy, d.Phase)
+			fmt.Fprintf(w, "  %s  onTargetDelete=%s, %s\n", catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}, ref.OnTargetDelete, state)
 		}
 		fmt.Fprintln(w, "Conditions:")
 		if len(r.Conditions) == 0 {
@@ -219,15 +252,39 @@ func newDescribeCmd(a *app) *cobra.Command {
 			fmt.Fprintf(w, "  %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
 		}
 		fmt.Fprintln(w, "Recent audit:")
-		if len(audit) > 10 {
-			audit = audit[len(audit)-10:]
-		}
 		for _, e := range audit {
 			fmt.Fprintf(w, "  %s  %-16s %-10s %s\n", e.Time.Local().Format(time.RFC3339), e.Action, e.Actor, e.Reason)
 		}
 		return nil
 	}
 	return c
+}
+
+// describeDoc is describe's -o json|yaml document.
+type describeDoc struct {
+	Resource    *catalog.Resource    `json:"resource"`
+	References  []gc.ReferenceState  `json:"references"`
+	Dependents  []relatedDoc         `json:"dependents"`
+	Referrers   []relatedDoc         `json:"referrers"`
+	RecentAudit []catalog.AuditEntry `json:"recentAudit"`
+}
+
+// relatedDoc is a dependent or a referrer in describeDoc.
+type relatedDoc struct {
+	catalog.Key
+	Phase          catalog.Phase `json:"phase"`
+	OnTargetDelete string        `json:"onTargetDelete,omitempty"`
+}
+
+// referencePolicy is the onTargetDelete of d's reference to r.
+func referencePolicy(d, r *catalog.Resource) string {
+	policy := ""
+	for _, ref := range d.References {
+		if ref.Kind == r.Kind && ref.Name == r.Name && ref.Namespace == r.Namespace {
+			policy = string(ref.OnTargetDelete)
+		}
+	}
+	return policy
 }
 
 func newAuditCmd(a *app) *cobra.Command {
