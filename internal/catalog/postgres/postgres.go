@@ -226,7 +226,7 @@ func collectDialect() sqlstore.CollectDialect {
   SELECT i.n, COALESCE(i.reason, '') AS reason, r.uid, r.kind, r.namespace, r.name, r.phase,
     CAST($2 AS BIGINT) + 2 * i.n AS version,
     ((r.doc::jsonb - 'deletionDueAt') || jsonb_build_object('phase', 'Deleting', 'deletionTimestamp', ` + ts + `, 'updatedAt', ` + ts + `,
-      'propagationPolicy', COALESCE(NULLIF(i.prop, ''), NULLIF(r.doc::jsonb ->> 'propagationPolicy', ''), 'Foreground'),
+      'propagationPolicy', i.prop,
       'resourceVersion', CAST($2 AS BIGINT) + 2 * i.n)) AS doc,
     ` + tombstone(ts, actor) + ` AS tomb
   FROM ` + items("$1") + ` JOIN resources r ON r.uid = i.uid

@@ -90,6 +90,14 @@ type CollectDialect struct {
 	// {"uid", "rv", "n", "prop", "reason"} objects, into the columns
 	// uid (text), rv (integer), n (integer), prop (text) and reason (text).
 	Items func(param string) string
+	// Stage, when set, are statements that copy the items of $1 (as
+	// Items reads them) into a table the connection keeps, so that the
+	// write statements read them from Staged instead of parsing $1 again
+	// (SQLite: a TEMP table; its one writer connection keeps it).
+	Stage []string
+	// Staged is the FROM item, aliased i, over the staged items; it must
+	// mention $1 (the write statements all pass the list as $1).
+	Staged string
 	// NoFinalizers is a condition on r.doc: the resource has no finalizer.
 	NoFinalizers string
 	// Field is the text value of a top-level string field of r.doc (NULL

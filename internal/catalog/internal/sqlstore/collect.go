@@ -85,8 +85,8 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 		if err != nil {
 			return err
 		}
-		can := map[string]bool{}
-		if err := s.collectUIDs(ctx, q, can, `SELECT r.uid FROM `+cd.Items("$1")+` JOIN resources r ON r.uid = i.uid
+		can := map[string]string{} // uid → the stored propagationPolicy
+		if err := collectCandidates(ctx, q, can, `SELECT r.uid, COALESCE(`+cd.Field("propagationPolicy")+`, '') FROM `+cd.Items("$1")+` JOIN resources r ON r.uid = i.uid
 WHERE r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND `+cd.NoFinalizers+`
   AND NOT EXISTS (SELECT 1 FROM owner_edges e WHERE e.owner_uid = r.uid)
   AND NOT EXISTS (SELECT 1 FROM reference_edges e WHERE e.target_kind = r.kind AND e.target_namespace = r.namespace
@@ -98,9 +98,10 @@ WHERE r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND `+cd.
 		}
 		gone := make([]collectItem, 0, len(can))
 		for _, c := range cands {
-			if can[c.UID] {
+			if stored, ok := can[c.UID]; ok {
 				it := byUID[c.UID]
-				gone = append(gone, collectItem{UID: c.UID, N: len(gone), Prop: string(it.Propagation), Reason: it.Reason})
+				prop := cmpOr(it.Propagation, catalog.Propagation(stored), catalog.PropagationForeground)
+				gone = append(gone, collectItem{UID: c.UID, N: len(gone), Prop: string(prop), Reason: it.Reason})
 				purged = append(purged, c.UID)
 			}
 		}
@@ -109,25 +110,37 @@ WHERE r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND `+cd.
 			return err
 		}
 		list := string(goneDoc)
-		from := cd.Items("$1") + ` JOIN resources r ON r.uid = i.uid`
+		items := cd.Items("$1")
+		var stage []Stmt
+		if len(cd.Stage) > 0 {
+			for _, sql := range cd.Stage {
+				a := []any{list}
+				if !strings.Contains(sql, "$1") {
+					a = nil
+				}
+				stage = append(stage, Stmt{SQL: sql, Args: a})
+			}
+			items = cd.Staged
+		}
+		from := items + ` JOIN resources r ON r.uid = i.uid`
 		ver := `(CAST($2 AS BIGINT) + 2 * i.n)`
 		tsArg := `CAST($3 AS TEXT)`
-		prop := `COALESCE(NULLIF(i.prop, ''), NULLIF(` + cd.Field("propagationPolicy") + `, ''), 'Foreground')`
-		audit := func(action string, from, to catalog.Phase) Stmt {
-			fromPhase := `'` + string(from) + `'`
-			if from == "" {
+		prop := `i.prop`
+		audit := func(action string, before, after catalog.Phase) Stmt {
+			fromPhase := `'` + string(before) + `'`
+			if before == "" {
 				fromPhase = `r.phase`
 			}
 			return Stmt{SQL: `INSERT INTO audit (` + strings.Join(auditCols, ", ") + `)
-SELECT CAST($2 AS BIGINT), CAST($3 AS TEXT), '` + action + `', r.kind, r.namespace, r.name, r.uid, ` + fromPhase + `, '` + string(to) + `',
-  COALESCE(i.reason, ''), '' FROM ` + cd.Items("$1") + ` JOIN resources r ON r.uid = i.uid ORDER BY i.n`,
+SELECT CAST($2 AS BIGINT), CAST($3 AS TEXT), '` + action + `', r.kind, r.namespace, r.name, r.uid, ` + fromPhase + `, '` + string(after) + `',
+  COALESCE(i.reason, ''), '' FROM ` + from + ` ORDER BY i.n`,
 				Args: []any{list, nanos(now), actor}}
 		}
 		last := first + 2*int64(len(gone)) - 1
-		stmts := []Stmt{
+		stmts := append(stage, []Stmt{
 			// A tombstone left by an earlier resource with the same UID
 			// is replaced, as Purge does.
-			{SQL: `DELETE FROM tombstones WHERE uid IN (SELECT i.uid FROM ` + cd.Items("$1") + `)`, Args: []any{list}},
+			{SQL: `DELETE FROM tombstones WHERE uid IN (SELECT i.uid FROM ` + items + `)`, Args: []any{list}},
 			{SQL: `INSERT INTO changes (version, type, kind, doc)
 SELECT ` + ver + `, '` + string(catalog.EventUpdated) + `', r.kind, ` + cd.Deleting(prop, ver, tsArg) + ` FROM ` + from,
 				Args: []any{list, first, ts}},
@@ -139,11 +152,11 @@ SELECT r.uid, r.kind, r.namespace, r.name, CAST($2 AS BIGINT), ` + cd.Tombstone(
 				Args: []any{list, nanos(now), ts, actor}},
 			audit("delete", "", catalog.PhaseDeleting),
 			audit("purge", catalog.PhaseDeleting, catalog.PhasePurged),
-			{SQL: `DELETE FROM resources WHERE uid IN (SELECT i.uid FROM ` + cd.Items("$1") + `)`, Args: []any{list}},
+			{SQL: `DELETE FROM resources WHERE uid IN (SELECT i.uid FROM ` + items + `)`, Args: []any{list}},
 			// Give back the versions not used: the counter row is locked
 			// (one writer), so the feed sees no gap.
 			{SQL: `UPDATE lethe_version SET value = $1 WHERE id = 1`, Args: []any{last}},
-		}
+		}...)
 		if cd.Writes != "" {
 			stmts = []Stmt{
 				{SQL: cd.Writes, Args: []any{list, first, ts, actor, nanos(now)}},
@@ -164,18 +177,19 @@ SELECT r.uid, r.kind, r.namespace, r.name, CAST($2 AS BIGINT), ` + cd.Tombstone(
 	return purged, nil
 }
 
-func (s *Store) collectUIDs(ctx context.Context, q Querier, into map[string]bool, sql string, args []any) error {
+// collectCandidates reads (uid, propagationPolicy) rows into into.
+func collectCandidates(ctx context.Context, q Querier, into map[string]string, sql string, args []any) error {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var uid string
-		if err := rows.Scan(&uid); err != nil {
+		var uid, prop string
+		if err := rows.Scan(&uid, &prop); err != nil {
 			return err
 		}
-		into[uid] = true
+		into[uid] = prop
 	}
 	return rows.Err()
 }
