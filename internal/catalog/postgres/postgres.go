@@ -214,6 +214,13 @@ func collectDialect() sqlstore.CollectDialect {
 	}
 	ts, actor := `CAST($3 AS TEXT)`, `CAST($4 AS TEXT)`
 	return sqlstore.CollectDialect{
+		// Measured (100 × 1,000 cascade, load 3–4): the set-based Writes
+		// statement below halves this process's CPU per resource but is
+		// ~15 % slower end to end, the server's jsonb work costing more
+		// than the Go encoding and COPY it replaces. The set-based SQL is
+		// kept (it passed the conformance suite at the commit that added
+		// it) so that the choice is one line to measure again.
+		InGo:         true,
 		Items:        items,
 		NoFinalizers: `(r.doc::jsonb -> 'finalizers' -> 0) IS NULL`,
 		Field:        func(name string) string { return `(r.doc::jsonb ->> '` + name + `')` },

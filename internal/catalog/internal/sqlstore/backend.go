@@ -86,6 +86,11 @@ type Dialect struct {
 // a resource's JSON document. Every function takes SQL expressions
 // (placeholders, columns) and returns one.
 type CollectDialect struct {
+	// InGo, when set, makes CollectBatch read the rows, rewrite the
+	// documents in Go and send the new rows in bulk (InsertRows) instead
+	// of using the set-based statements: faster where the database's JSON
+	// functions cost more than the client's encoding (PostgreSQL's jsonb).
+	InGo bool
 	// Items is a FROM item aliased i that expands param, a JSON array of
 	// {"uid", "rv", "n", "prop", "reason"} objects, into the columns
 	// uid (text), rv (integer), n (integer), prop (text) and reason (text).
