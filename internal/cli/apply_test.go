@@ -52,3 +52,61 @@ func TestApplyCommand(t *testing.T) {
 	assert.Empty(t, out)
 	assert.Equal(t, "Error: stdin, document 1 (Database/Bad_Name): metadata.name: invalid name \"Bad_Name\": use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit\n", stderr)
 }
+
+// TestDescribeDanglingReferences: describe shows a resource's own
+// references with their targets' phases, and an allowDangling reference
+// whose target is gone as dangling, in text and in -o json|yaml.
+func TestDescribeDanglingReferences(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	const m = `kind: Database
+metadata: {name: orders, namespace: prod}
+---
+kind: Report
+metadata: {name: weekly, namespace: prod}
+references:
+- {kind: Database, namespace: prod, name: orders, onTargetDelete: allowDangling}
+- {kind: Database, namespace: prod, name: archive, onTargetDelete: allowDangling}
+`
+	code, _, stderr := run(t, home, false, m, "apply", "-f", "-")
+	require.Equal(t, 0, code, stderr)
+
+	code, out, stderr := run(t, home, false, "", "describe", "Report", "weekly", "-n", "prod")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "References:\n  Database/prod/orders  onTargetDelete=allowDangling, target Active\n  Database/prod/archive  onTargetDelete=allowDangling, dangling (target gone)\n")
+
+	type doc struct {
+		Resource struct {
+			Name string `json:"name"`
+		} `json:"resource"`
+		References []struct {
+			Name        string `json:"name"`
+			Dangling    bool   `json:"dangling"`
+			TargetPhase string `json:"targetPhase"`
+		} `json:"references"`
+	}
+	code, out, stderr = run(t, home, false, "", "describe", "Report", "weekly", "-n", "prod", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var d doc
+	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	assert.Equal(t, "weekly", d.Resource.Name)
+	require.Len(t, d.References, 2)
+	assert.False(t, d.References[0].Dangling)
+	assert.Equal(t, "Active", d.References[0].TargetPhase)
+	assert.Equal(t, "archive", d.References[1].Name)
+	assert.True(t, d.References[1].Dangling)
+	assert.Empty(t, d.References[1].TargetPhase)
+
+	code, out, stderr = run(t, home, false, "", "describe", "Report", "weekly", "-n", "prod", "-o", "yaml")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "dangling: true")
+
+	// The target deleted (allowDangling: the referrer stays): now both dangle.
+	code, _, stderr = run(t, home, false, "", "delete", "Database", "orders", "-n", "prod", "--yes", "--wait")
+	require.Equal(t, 0, code, stderr)
+	code, out, stderr = run(t, home, false, "", "describe", "Report", "weekly", "-n", "prod")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "  Database/prod/orders  onTargetDelete=allowDangling, dangling (target gone)\n")
+
+	code, _, stderr = run(t, home, false, "", "describe", "Report", "weekly", "-o", "xml")
+	assert.Equal(t, exitUsage, code, stderr)
+}

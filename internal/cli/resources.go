@@ -11,6 +11,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/gc"
 )
 
 // kindName turns what a user types ("backups", "backup", "Backup") into a
@@ -168,10 +169,13 @@ const DescriptionKind = "Description"
 // descriptionView is describe -o json|yaml: the resource, what depends
 // on it, and its recent audit.
 type descriptionView struct {
-	Kind       string            `json:"kind"` // always "Description"
-	Resource   *catalog.Resource `json:"resource"`
-	Dependents []dependentView   `json:"dependents"`
-	Audit      []auditView       `json:"audit"`
+	Kind     string            `json:"kind"` // always "Description"
+	Resource *catalog.Resource `json:"resource"`
+	// References are the resource's own references, each with its
+	// target's phase, or dangling when the target is gone.
+	References []gc.ReferenceState `json:"references"`
+	Dependents []dependentView     `json:"dependents"`
+	Audit      []auditView         `json:"audit"`
 }
 
 // dependentView is one resource that depends on the described one.
@@ -188,10 +192,16 @@ func newDescribeCmd(a *app) *cobra.Command {
 	var ns string
 	c := &cobra.Command{
 		Use:   "describe KIND NAME",
-		Short: "Show a resource with its owners, dependents, finalizers, conditions and recent audit",
+		Short: "Show a resource with its owners, dependents, references, finalizers, conditions and recent audit",
+		Long: `Describe shows one resource: its lifecycle, owners, finalizers and
+conditions; what depends on it (dependents, and referrers with their
+onTargetDelete policy); its own references, each with its target's phase,
+or "dangling" when the target is gone (an allowDangling reference stays
+when its target is deleted); and its recent audit entries.`,
 		Example: `  lethe describe backup nightly-0412
   lethe describe Database orders -n shop
-  lethe describe backup nightly-0412 -o json`,
+  lethe describe backup nightly-0412 -o json
+  lethe describe Report weekly -n shop -o json   # references[].dangling`,
 		Args: exactArgs(2, "KIND and NAME"),
 	}
 	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
@@ -229,19 +239,18 @@ func newDescribeCmd(a *app) *cobra.Command {
 		if len(audit) > 10 {
 			audit = audit[len(audit)-10:]
 		}
+		myRefs, err := gc.References(ctx, st, r)
+		if err != nil {
+			return err
+		}
 		if *out != "table" {
-			v := descriptionView{Kind: DescriptionKind, Resource: r, Dependents: []dependentView{}, Audit: auditViews(audit)}
+			v := descriptionView{Kind: DescriptionKind, Resource: r, References: myRefs, Dependents: []dependentView{}, Audit: auditViews(audit)}
 			for _, d := range deps {
 				v.Dependents = append(v.Dependents, dependentView{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, Phase: d.Phase, Relation: "owned"})
 			}
 			for _, d := range refs {
-				dv := dependentView{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, Phase: d.Phase, Relation: "references"}
-				for _, ref := range d.References {
-					if ref.Kind == r.Kind && ref.Name == r.Name && ref.Namespace == r.Namespace {
-						dv.OnTargetDelete = string(ref.OnTargetDelete)
-					}
-				}
-				v.Dependents = append(v.Dependents, dv)
+				v.Dependents = append(v.Dependents, dependentView{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, Phase: d.Phase,
+					Relation: "references", OnTargetDelete: referencePolicy(d, r)})
 			}
 			return printStructured(a.s.Out, *out, v)
 		}
@@ -288,13 +297,18 @@ func newDescribeCmd(a *app) *cobra.Command {
 			fmt.Fprintf(w, "  %s  owned, %s\n", d.Key(), d.Phase)
 		}
 		for _, d := range refs {
-			policy := ""
-			for _, ref := range d.References {
-				if ref.Kind == r.Kind && ref.Name == r.Name && ref.Namespace == r.Namespace {
-					policy = string(ref.OnTargetDelete)
-				}
+			fmt.Fprintf(w, "  %s  references it (onTargetDelete=%s), %s\n", d.Key(), referencePolicy(d, r), d.Phase)
+		}
+		fmt.Fprintln(w, "References:")
+		if len(myRefs) == 0 {
+			fmt.Fprintln(w, "  (none)")
+		}
+		for _, ref := range myRefs {
+			state := "target " + string(ref.TargetPhase)
+			if ref.Dangling {
+				state = "dangling (target gone)"
 			}
-			fmt.Fprintf(w, "  %s  references it (onTargetDelete=%s), %s\n", d.Key(), policy, d.Phase)
+			fmt.Fprintf(w, "  %s  onTargetDelete=%s, %s\n", catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}, ref.OnTargetDelete, state)
 		}
 		fmt.Fprintln(w, "Conditions:")
 		if len(r.Conditions) == 0 {
@@ -310,6 +324,17 @@ func newDescribeCmd(a *app) *cobra.Command {
 		return nil
 	}
 	return c
+}
+
+// referencePolicy is the onTargetDelete of d's reference to r.
+func referencePolicy(d, r *catalog.Resource) string {
+	policy := ""
+	for _, ref := range d.References {
+		if ref.Kind == r.Kind && ref.Name == r.Name && ref.Namespace == r.Namespace {
+			policy = string(ref.OnTargetDelete)
+		}
+	}
+	return policy
 }
 
 func newAuditCmd(a *app) *cobra.Command {

@@ -14,7 +14,7 @@ import (
 func testCollectBatch(t *testing.T, newStore NewStoreFunc) {
 	f := setup(t, newStore)
 	owner := f.create(t, res("App", "ns", "owner", nil))
-	leaf := f.create(t, res("Pod", "ns", "leaf", nil))
+	leaf := f.create(t, res("Pod", "ns", "leaf", map[string]string{"app": "db"}))
 	sched := f.create(t, res("Pod", "ns", "sched", nil))
 	_, err := f.s.Schedule(f.ctx, sched.Key(), catalog.ScheduleOptions{Delay: 1})
 	require.NoError(t, err)
@@ -57,7 +57,10 @@ func testCollectBatch(t *testing.T, newStore NewStoreFunc) {
 		ts, err := f.s.GetTombstone(f.ctx, r.Key())
 		require.NoError(t, err)
 		require.Equal(t, r.UID, ts.UID)
+		require.Equal(t, r.Key(), ts.Key)
 		require.Equal(t, "tester", ts.Actor)
+		require.Equal(t, "collected", ts.Reason)
+		require.False(t, ts.PurgedAt.IsZero())
 		es, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{UID: r.UID})
 		require.NoError(t, err)
 		require.Equal(t, "delete", es[len(es)-2].Action)
@@ -81,6 +84,18 @@ func testCollectBatch(t *testing.T, newStore NewStoreFunc) {
 	evs := collect(t, sub, 10)
 	for i, ev := range evs {
 		require.Equal(t, from+int64(i)+1, ev.Version, "versions have no gap")
+		// The documents are what Delete then Purge would write.
+		d := ev.Resource
+		require.Equal(t, ev.Version, d.ResourceVersion, "%s: the document's resourceVersion is the event's", d.Key())
+		require.Equal(t, catalog.PhaseDeleting, d.Phase)
+		require.NotNil(t, d.DeletionTimestamp)
+		require.Nil(t, d.DeletionDueAt, "a Scheduled resource's due time goes")
+		require.Equal(t, catalog.PropagationForeground, d.PropagationPolicy)
+		require.Equal(t, *d.DeletionTimestamp, d.UpdatedAt)
+		if d.Name == "leaf" {
+			require.Equal(t, leaf.Labels, d.Labels, "the rest of the document is kept")
+			require.Equal(t, leaf.CreatedAt, d.CreatedAt)
+		}
 		if i%2 == 0 {
 			require.Equal(t, catalog.EventUpdated, ev.Type)
 			require.Equal(t, catalog.PhaseDeleting, ev.Resource.Phase)

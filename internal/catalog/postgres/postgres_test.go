@@ -118,6 +118,7 @@ func migrated(t *testing.T) catalogtest.Target {
 func BenchmarkInsert(b *testing.B)     { catalogtest.BenchInsert(b, newStore) }
 func BenchmarkDependents(b *testing.B) { catalogtest.BenchDependents(b, newStore) }
 func BenchmarkClaims(b *testing.B)     { catalogtest.BenchClaims(b, newStore) }
+func BenchmarkCollect(b *testing.B)    { catalogtest.BenchCollect(b, newStore) }
 
 func TestAuditIsAppendOnly(t *testing.T) {
 	t.Parallel()

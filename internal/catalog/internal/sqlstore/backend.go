@@ -77,6 +77,53 @@ type Dialect struct {
 	ClaimPrevSQL string
 	// MigrationLock, when set, runs first in the migration transaction.
 	MigrationLock string
+	// Collect is the JSON SQL of CollectBatch's set-based statements.
+	Collect CollectDialect
+}
+
+// CollectDialect builds the parts of CollectBatch's statements that
+// differ between databases: reading a JSON list parameter and rewriting
+// a resource's JSON document. Every function takes SQL expressions
+// (placeholders, columns) and returns one.
+type CollectDialect struct {
+	// InGo, when set, makes CollectBatch read the rows, rewrite the
+	// documents in Go and send the new rows in bulk (InsertRows) instead
+	// of using the set-based statements: faster where the database's JSON
+	// functions cost more than the client's encoding (PostgreSQL's jsonb).
+	InGo bool
+	// Items is a FROM item aliased i that expands param, a JSON array of
+	// {"uid", "rv", "n", "prop", "reason"} objects, into the columns
+	// uid (text), rv (integer), n (integer), prop (text) and reason (text).
+	Items func(param string) string
+	// Stage, when set, are statements that copy the items of $1 (as
+	// Items reads them) into a table the connection keeps, so that the
+	// write statements read them from Staged instead of parsing $1 again
+	// (SQLite: a TEMP table; its one writer connection keeps it).
+	Stage []string
+	// Staged is the FROM item, aliased i, over the staged items; it must
+	// mention $1 (the write statements all pass the list as $1).
+	Staged string
+	// NoFinalizers is a condition on r.doc: the resource has no finalizer.
+	NoFinalizers string
+	// Field is the text value of a top-level string field of r.doc (NULL
+	// when absent).
+	Field func(name string) string
+	// Deleting is r.doc as Delete would write it: phase Deleting,
+	// deletionDueAt removed, deletionTimestamp and updatedAt set to ts (a
+	// JSON time string), propagationPolicy to prop and resourceVersion to
+	// version. It is JSON text.
+	Deleting func(prop, version, ts string) string
+	// Tombstone is the catalog.Tombstone document of the resource r,
+	// purged at ts by actor for i.reason, as JSON text.
+	Tombstone func(ts, actor string) string
+	// Writes, when set, is one statement that makes all of CollectBatch's
+	// writes but the version counter's (PostgreSQL: data-modifying CTEs,
+	// so that each document is read and rewritten once, in one round
+	// trip). Parameters: $1 the items (with n, prop and reason), $2 the
+	// first version, $3 the time as a JSON string, $4 the actor, $5 the
+	// time in Unix nanoseconds. Unset, CollectBatch runs one statement
+	// per table built from the functions above.
+	Writes string
 }
 
 // Backend is one database.
