@@ -20,7 +20,10 @@ const claimBatch = 64
 // net). It never scans the catalog periodically.
 func (c *Collector) Run(ctx context.Context) error {
 	_, err := c.drive(ctx, nil)
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+	if ctx.Err() != nil {
+		// Stopping: whatever the last step returned (context.Canceled,
+		// or database/sql's ErrTxDone for a transaction its context
+		// rolled back) is the stop, not a failure.
 		return nil
 	}
 	return err
