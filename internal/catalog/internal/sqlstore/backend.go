@@ -90,6 +90,7 @@ type CollectDialect struct {
 	// documents in Go and send the new rows in bulk (InsertRows) instead
 	// of using the set-based statements: faster where the database's JSON
 	// functions cost more than the client's encoding (PostgreSQL's jsonb).
+	// The other fields are then unused.
 	InGo bool
 	// Items is a FROM item aliased i that expands param, a JSON array of
 	// {"uid", "rv", "n", "prop", "reason"} objects, into the columns
@@ -116,14 +117,6 @@ type CollectDialect struct {
 	// Tombstone is the catalog.Tombstone document of the resource r,
 	// purged at ts by actor for i.reason, as JSON text.
 	Tombstone func(ts, actor string) string
-	// Writes, when set, is one statement that makes all of CollectBatch's
-	// writes but the version counter's (PostgreSQL: data-modifying CTEs,
-	// so that each document is read and rewritten once, in one round
-	// trip). Parameters: $1 the items (with n, prop and reason), $2 the
-	// first version, $3 the time as a JSON string, $4 the actor, $5 the
-	// time in Unix nanoseconds. Unset, CollectBatch runs one statement
-	// per table built from the functions above.
-	Writes string
 }
 
 // Backend is one database.

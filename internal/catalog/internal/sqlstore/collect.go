@@ -41,8 +41,8 @@ type collectItem struct {
 
 // collectBatch is set-based: one statement picks the items that can go
 // (checking each one's version, phase, finalizers, dependents and held
-// references in SQL), then one statement per table (or the dialect's one
-// Writes statement) writes what Delete then Purge would for all of them,
+// references in SQL), then one statement per table writes what Delete
+// then Purge would for all of them,
 // the documents rewritten by the database's JSON functions. No resource is decoded or encoded in Go, and
 // the statements' sizes do not grow with the batch (one JSON parameter).
 func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) ([]string, error) {
@@ -161,12 +161,6 @@ SELECT r.uid, r.kind, r.namespace, r.name, CAST($2 AS BIGINT), ` + cd.Tombstone(
 			// (one writer), so the feed sees no gap.
 			{SQL: `UPDATE lethe_version SET value = $1 WHERE id = 1`, Args: []any{last}},
 		}...)
-		if cd.Writes != "" {
-			stmts = []Stmt{
-				{SQL: cd.Writes, Args: []any{list, first, ts, actor, nanos(now)}},
-				stmts[len(stmts)-1], // the version counter
-			}
-		}
 		if err := q.ExecBatch(ctx, stmts); err != nil {
 			return err
 		}
