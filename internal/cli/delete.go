@@ -377,7 +377,11 @@ func (a *app) printPlan(p *deletion.Plan) {
 		}
 		return
 	}
-	fmt.Fprintf(w, "Items:     %d in the tarball", p.TotalItems)
+	if p.VolumeSnapshots > 0 {
+		fmt.Fprintf(w, "Items:     %d (%d in the tarball, %d native volume snapshots)", p.TotalItems, p.TotalItems-p.VolumeSnapshots, p.VolumeSnapshots)
+	} else {
+		fmt.Fprintf(w, "Items:     %d in the tarball", p.TotalItems)
+	}
 	if p.AlreadySettled > 0 {
 		fmt.Fprintf(w, ", %d already settled by an earlier run", p.AlreadySettled)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/gc"
+	"github.com/lethehq/lethe/internal/retry"
 )
 
 // exitCodeError carries the exit code of a refusal or a missing resource
@@ -231,7 +232,7 @@ block reference from outside the set changes nothing.`,
 			return a.gcResult(k, "scheduled", "in its grace window until "+plan.ScheduledUntil.UTC().Format("2006-01-02T15:04:05Z")+"; delete again with --force to skip it", *out)
 		}
 		if !wait {
-			return a.gcResult(k, "requested", "lethe server carries it out; lethe explain "+strings.ToLower(k.Kind)+" "+k.Name+" shows progress", *out)
+			return a.gcResult(k, "requested", "lethe server carries it out; "+retry.ExplainCommand(k)+" shows progress", *out)
 		}
 		return a.driveGC(ctx, col, k, "", *out)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/manifest"
+	"github.com/lethehq/lethe/internal/retry"
 )
 
 // fileDeleteResult is one resource's outcome of 'lethe delete -f', in the
@@ -142,7 +143,7 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 		}
 		if res == gc.OutcomeStuck {
 			stuck = true
-			results[k] = &fileDeleteResult{Resource: k, Result: "stuck", Note: "lethe explain " + k.Kind + " " + k.Name + " says why"}
+			results[k] = &fileDeleteResult{Resource: k, Result: "stuck", Note: retry.ExplainCommand(k) + " says why"}
 		} else {
 			results[k] = &fileDeleteResult{Resource: k, Result: "purged"}
 		}

@@ -310,7 +310,11 @@ func (a *app) printRetry(r *catalog.RetryRow) {
 	_ = t.flush()
 	switch r.State {
 	case catalog.RetryDiscarded:
-		fmt.Fprintf(w, "Discarded: the deletion stays. Fix the cause, then 'lethe retry now %d'; or abandon the owner's deletion.\n", r.ID)
+		if r.Kind == retry.KindBackupItem {
+			fmt.Fprintf(w, "Discarded: the deletion stays. Fix the cause, then 'lethe retry now %d'; or abandon the backup's deletion.\n", r.ID)
+		} else {
+			fmt.Fprintf(w, "Discarded: the deletion stays. Fix the cause, then 'lethe retry now %d'.\n", r.ID)
+		}
 	case catalog.RetryRetryable:
 		fmt.Fprintf(w, "'lethe retry now %d' tries it at once ('lethe server' runs it).\n", r.ID)
 	}

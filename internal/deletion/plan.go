@@ -26,9 +26,12 @@ type Plan struct {
 	// not settled (Options.ForcePurge, the abandon path).
 	Abandon *AbandonPlan `json:"abandon,omitempty"`
 	// DueAt is set when the deletion would be scheduled, not run now.
-	DueAt      *time.Time   `json:"dueAt,omitempty"`
-	TotalItems int64        `json:"totalItems"`
-	Plugins    []PluginPlan `json:"plugins"`
+	DueAt *time.Time `json:"dueAt,omitempty"`
+	// TotalItems counts every item: the tarball's, then the native
+	// volume snapshots (VolumeSnapshots of them).
+	TotalItems      int64        `json:"totalItems"`
+	VolumeSnapshots int64        `json:"volumeSnapshots,omitempty"`
+	Plugins         []PluginPlan `json:"plugins"`
 	// Unmatched counts items that no plugin wants.
 	Unmatched int64 `json:"unmatched"`
 	// AlreadySettled counts items settled by an earlier, interrupted run.
@@ -147,6 +150,7 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 	case serr != nil && opts.ForcePurge && errors.Is(serr, backup.ErrVolumeSnapshotsUnusable):
 		n := recordedSnapshots(b)
 		p.TotalItems += n
+		p.VolumeSnapshots = n
 		p.Abandon.VolumeSnapshotsError = serr.Error()
 		p.Abandon.Items += n
 		p.Abandon.NotSent += n
@@ -155,6 +159,7 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		return p, nil
 	}
 	p.TotalItems += int64(len(snaps))
+	p.VolumeSnapshots += int64(len(snaps))
 
 	ar, closeItems, err := d.openItems(ctx, b, sum)
 	if err != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,8 +69,9 @@ func TestNativeVolumeSnapshotsReachTheirPlugin(t *testing.T) {
 	// (noop's catch-all selector does not get it).
 	r := e.ok("backup", "delete", a, "--dry-run", "-o", "json")
 	var plan struct {
-		TotalItems int64 `json:"totalItems"`
-		Plugins    []struct {
+		TotalItems      int64 `json:"totalItems"`
+		VolumeSnapshots int64 `json:"volumeSnapshots"`
+		Plugins         []struct {
 			Plugin  string   `json:"plugin"`
 			Items   int64    `json:"items"`
 			Samples []string `json:"samples"`
@@ -77,6 +79,9 @@ func TestNativeVolumeSnapshotsReachTheirPlugin(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan), r.stdout)
 	require.Equal(t, int64(len(velerotest.Items())+1), plan.TotalItems)
+	require.Equal(t, int64(1), plan.VolumeSnapshots)
+	require.Contains(t, e.ok("backup", "delete", a, "--dry-run").stdout,
+		fmt.Sprintf("Items:     %d (%d in the tarball, 1 native volume snapshots)", len(velerotest.Items())+1, len(velerotest.Items())))
 	for _, p := range plan.Plugins {
 		switch p.Plugin {
 		case "lethe.io/native-snapshots":

@@ -210,6 +210,10 @@ func (g *Registry) Create(ctx context.Context, req Request) (*Result, error) {
 	now := g.cfg.Now().UTC()
 	res := &catalog.Resource{Kind: backup.Kind, Name: name, Labels: req.Labels, Annotations: req.Annotations}
 	b := &backup.Backup{Resource: res, Spec: g.spec(key, size, stored.Version, sc)}
+	// A created backup is its tarball alone: no native volume snapshot
+	// list is part of it, and recording that spares every deletion run a
+	// look for one (a GET on S3).
+	b.Spec.VolumeSnapshots = &backup.VolumeSnapshotsInfo{}
 	if req.TTL > 0 {
 		exp := now.Add(req.TTL)
 		b.Spec.TTL, b.Spec.ExpiresAt = backup.Duration(req.TTL), &exp

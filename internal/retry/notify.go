@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"time"
 
@@ -77,9 +76,14 @@ func (q *Queue) event(typ string, r *catalog.RetryRow, owner catalog.Key, reason
 	return ev
 }
 
-// ExplainCommand is the `lethe explain` command line for a resource.
+// ExplainCommand is the `lethe explain` command line for a resource, as
+// it runs: kinds are matched exactly (only "backup" is a lowercase alias).
 func ExplainCommand(k catalog.Key) string {
-	cmd := "lethe explain " + strings.ToLower(k.Kind)
+	kind := k.Kind
+	if kind == "Backup" {
+		kind = "backup"
+	}
+	cmd := "lethe explain " + kind
 	if k.Namespace != "" {
 		cmd += " -n " + k.Namespace
 	}

@@ -507,7 +507,11 @@ func stuckMessage(res *catalog.Resource, rows []*catalog.RetryRow) string {
 	if r.Plugin != "" {
 		what += " at plugin " + r.Plugin
 	}
-	msg := fmt.Sprintf("%s: %d attempts since %s, last error: %s; history: %s; the deletion stays (nothing was purged): see 'lethe retry get %d', then 'lethe retry now %d' or abandon",
+	next := "fix the cause, then 'lethe retry now %d'"
+	if r.Kind == KindBackupItem {
+		next += " or abandon the backup"
+	}
+	msg := fmt.Sprintf("%s: %d attempts since %s, last error: %s; history: %s; the deletion stays (nothing was purged): see 'lethe retry get %d', then "+next,
 		what, r.Attempts, r.FirstSeenAt.Format(time.RFC3339), r.LastError, strings.Join(hist, ", "), r.ID, r.ID)
 	if len(rows) > 1 {
 		msg = fmt.Sprintf("%d items discarded; first: %s", len(rows), msg)

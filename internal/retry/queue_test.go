@@ -79,7 +79,7 @@ func TestMaxAttemptsDiscards(t *testing.T) {
 			assert.Equal(t, "example.com/ebs", ev.Plugin)
 			assert.Equal(t, 3, ev.Attempts)
 			assert.Equal(t, "snapshot still in use", ev.LastError)
-			assert.Equal(t, "lethe explain widget w1", ev.Explain)
+			assert.Equal(t, "lethe explain Widget w1", ev.Explain)
 
 			// Discarded rows are neither due nor claimed; another attempt
 			// (a whole-backup run sends it too) notifies nobody again.
