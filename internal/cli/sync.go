@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -55,8 +56,10 @@ refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 		t := newTable(a.s.Out, "NAME", "ACTION", "ITEMS", "REASON")
 		for _, r := range results {
 			reason := r.Reason
-			if r.Warning != "" {
-				reason = "warning: " + r.Warning
+			if r.Warning != "" && r.Action != registry.SyncRejected {
+				// A rejected folder's warning ("imported without...")
+				// would hide why it was rejected, and it was not imported.
+				reason = strings.TrimPrefix(reason+"; warning: "+r.Warning, "; ")
 			}
 			t.row(r.Name, r.Action, fmt.Sprint(r.Items), reason)
 		}
