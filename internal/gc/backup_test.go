@@ -335,3 +335,21 @@ func TestBackupGraceWindowKeepsPolicy(t *testing.T) {
 		require.Empty(t, f.requirePhase(snap, catalog.PhaseActive).Owners)
 	})
 }
+
+// TestExplainBackupWhileItsItemsRun: a Backup with no dependents whose
+// items are still with the plugins waits for them, not for its cascade
+// (the cascade finalizer goes after the plugins): explain names the
+// plugins, never "its cascade is being carried out".
+func TestExplainBackupWhileItsItemsRun(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newBackupFixture(t, st)
+		bk := f.backup("nightly-0413")
+		_, err := f.st.Delete(f.ctx, bk.Key(), catalog.DeleteOptions{Propagation: catalog.Propagation(gc.Foreground),
+			Finalizers: []string{catalog.FinalizerDeleteActions, catalog.FinalizerCascade}})
+		require.NoError(t, err)
+		e, err := f.c.Explain(f.ctx, bk.Key())
+		require.NoError(t, err)
+		require.Contains(t, e.Reason, "its backup items are being deleted by the plugins")
+		require.NotContains(t, e.Reason, "cascade is being carried out")
+	})
+}

@@ -164,7 +164,9 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		}
 		if n > 0 {
 			reasons = append(reasons, fmt.Sprintf("waiting for %d dependent(s) with blockOwnerDeletion (Foreground)", n))
-		} else {
+		} else if !slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
+			// While the plugins still have it, they are what it waits
+			// for (said below): the cascade finalizer goes after them.
 			reasons = append(reasons, "its cascade is being carried out (finalizer "+catalog.FinalizerCascade+")")
 		}
 	}
