@@ -453,7 +453,14 @@ func (a *app) retryAction(cmd *cobra.Command, args []string, all bool, state str
 		prefix = "would be "
 	}
 	for _, r := range view.Items {
-		fmt.Fprintf(a.s.Out, "retry row %d (%s %s at %s) %s%s\n", r.ID, r.Key, cmp.Or(r.ItemID, ""), cmp.Or(r.Plugin, "-"), prefix, verb)
+		what := r.Key
+		if r.ItemID != "" {
+			what += " " + r.ItemID
+		}
+		if r.Plugin != "" {
+			what += " at " + r.Plugin
+		}
+		fmt.Fprintf(a.s.Out, "retry row %d (%s) %s%s\n", r.ID, what, prefix, verb)
 	}
 	if len(view.Items) == 0 {
 		fmt.Fprintln(a.s.Out, "nothing to do: no row matches")

@@ -323,7 +323,7 @@ func (q *Queue) RetryNow(ctx context.Context, id int64, dryRun bool) (*catalog.R
 			return catalog.RetryPlan{}, fmt.Errorf("retry row %d: %w (held by %s until %s)", r.ID, ErrRunning, r.Holder, r.LeaseExpiresAt.Format(time.RFC3339))
 		}
 		owner := ownerKey(r.Key)
-		msg := fmt.Sprintf("requeued by %s (was %s, %d attempts)", catalog.ActorFrom(ctx), r.State, r.Attempts)
+		msg := fmt.Sprintf("requeued by %s (was %s, %d attempt(s))", catalog.ActorFrom(ctx), r.State, r.Attempts)
 		details, _ := json.Marshal(map[string]any{"retry": r.ID, "item": r.ItemID, "plugin": r.Plugin, "was": r.State, "attempts": r.Attempts})
 		return catalog.RetryPlan{State: catalog.RetryRetryable, NextAttemptAt: now, ResetAttempts: r.State == catalog.RetryDiscarded,
 			Note: &catalog.RetryAttempt{Time: now, Outcome: "requeued", Message: msg},
