@@ -484,6 +484,12 @@ func TestTarballIsNotDeletedWithoutTheFence(t *testing.T) {
 	ie.store.afterRemoveFinalizer = func() {
 		r, err := e.store.Get(e.ctx, backup.Key("nightly"))
 		require.NoError(t, err)
+		if len(r.Finalizers) > 0 {
+			// Not the last finalizer (the cascade's goes after the
+			// plugins'): a fenced catalog write still follows. After the
+			// last one, only the fence check protects the tarball.
+			return
+		}
 		e.now = e.now.Add(time.Minute)
 		_, err = e.store.ClaimKey(e.ctx, deletion.Queue, r.UID, "someone else", time.Minute)
 		require.NoError(t, err)
