@@ -53,6 +53,9 @@ type proc struct {
 	protocol int
 	killOnce sync.Once
 	grace    time.Duration
+	// connected is set once go-plugin's RPC client exists (Client()
+	// succeeded): only then may kill call go-plugin's Kill (see kill).
+	connected bool
 }
 
 // start starts a process and handshakes with it. Trust checks happen
@@ -145,6 +148,7 @@ func (b *binary) start() (*proc, error) {
 		p.kill(false)
 		return nil, b.startError(err)
 	}
+	p.connected = true
 	raw, err := rpc.Dispense(dispense)
 	if err != nil {
 		p.kill(false)
@@ -375,16 +379,27 @@ func (b *binary) shutdown() {
 // plugin to shut down through go-plugin first, then signals what is left
 // (plugin.StopProcess); otherwise (a crashed or hung plugin) the group is
 // SIGKILLed at once.
+//
+// A process that failed before its RPC client existed is only SIGKILLed
+// and reaped: go-plugin's Kill would first dial the dying plugin to close
+// a client it never made, and when that dial's streams fail it leaks the
+// gRPC connection (seen as goroutines left behind after a failed start).
 func (p *proc) kill(graceful bool) {
 	p.killOnce.Do(func() {
-		if graceful {
+		if graceful && p.connected {
 			plugin.StopProcess(p.client, p.pid, p.grace)
 			return
 		}
 		if p.pid > 0 {
 			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 		}
-		p.client.Kill()
+		if p.connected {
+			p.client.Kill()
+			return
+		}
+		for deadline := time.Now().Add(p.grace + time.Second); p.pid > 0 && !p.client.Exited() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
 	})
 }
 
