@@ -93,9 +93,13 @@ type Lifecycle interface {
 	// of items that can go at once: it still has the UID and
 	// resourceVersion the caller saw, is Active or Scheduled, has no
 	// finalizer, no dependent (no owner edge points to it) and no
-	// reference to it other than allowDangling ones. Each gets what Delete then Purge would write (two
-	// change events, the delete and purge audit entries, a tombstone).
-	// The others are left unchanged; the UIDs purged are returned.
+	// reference to it other than allowDangling ones. Such a resource
+	// never is Deleting: it goes from its phase to Purged in one step,
+	// with one DELETED change event carrying its last stored state (as
+	// Kubernetes sends for an object deleted without finalizers; the
+	// event's version is its resourceVersion), one "purge" audit entry
+	// from its phase to Purged, and a tombstone. The others are left
+	// unchanged; the UIDs purged are returned.
 	CollectBatch(ctx context.Context, items []CollectItem) ([]string, error)
 }
 

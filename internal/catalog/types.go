@@ -324,12 +324,10 @@ type Checkpoint struct {
 }
 
 // CollectItem is one resource for CollectBatch: its UID and the
-// resourceVersion the caller saw, the propagation policy recorded on
-// entry to Deleting, and the reason audited.
+// resourceVersion the caller saw, and the reason audited.
 type CollectItem struct {
 	UID             string
 	ResourceVersion int64
-	Propagation     Propagation
 	Reason          string
 }
 

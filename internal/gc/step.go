@@ -79,6 +79,12 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		// the catalog finds held take the step by step path.
 		var fast []catalog.CollectItem
 		slow := map[string]*catalog.Resource{}
+		// Dependents enter Deleting Foreground under a Foreground owner,
+		// Background otherwise.
+		childProp := Background
+		if policy == Foreground {
+			childProp = Foreground
+		}
 		deps, err := c.st.Dependents(ctx, r.UID)
 		if err != nil {
 			return result{}, err
@@ -112,17 +118,13 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				}
 				continue
 			}
-			prop := Background
-			if policy == Foreground {
-				prop = Foreground
-			}
 			if c.leaf(d) {
-				fast = append(fast, catalog.CollectItem{UID: d.UID, ResourceVersion: d.ResourceVersion, Propagation: catalog.Propagation(prop),
+				fast = append(fast, catalog.CollectItem{UID: d.UID, ResourceVersion: d.ResourceVersion,
 					Reason: "owner " + r.Key().String() + " deleted (" + string(policy) + "); nothing held it"})
 				slow[d.UID] = d
 				continue
 			}
-			nd, err := c.enter(ctx, d, prop, "owner "+r.Key().String()+" deleted ("+string(policy)+")", true, false)
+			nd, err := c.enter(ctx, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")", true, false)
 			if errors.Is(err, catalog.ErrInvalidTransition) {
 				continue // moved on meanwhile; its next event wakes us
 			}
@@ -149,7 +151,7 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				if !ok {
 					continue
 				}
-				nd, err := c.enter(ctx, d, Propagation(it.Propagation), it.Reason, true, false)
+				nd, err := c.enter(ctx, d, childProp, it.Reason, true, false)
 				if errors.Is(err, catalog.ErrInvalidTransition) {
 					continue
 				}

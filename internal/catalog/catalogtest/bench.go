@@ -202,8 +202,7 @@ func BenchCollect(b *testing.B, newStore NewStoreFunc) {
 			got, err := s.CreateBatch(ctx, batch)
 			require.NoError(b, err)
 			for _, r := range got {
-				items[o] = append(items[o], catalog.CollectItem{UID: r.UID, ResourceVersion: r.ResourceVersion,
-					Propagation: catalog.PropagationForeground, Reason: "owner deleted"})
+				items[o] = append(items[o], catalog.CollectItem{UID: r.UID, ResourceVersion: r.ResourceVersion, Reason: "owner deleted"})
 			}
 		}
 		b.StartTimer()

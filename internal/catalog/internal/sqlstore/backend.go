@@ -82,19 +82,13 @@ type Dialect struct {
 }
 
 // CollectDialect builds the parts of CollectBatch's statements that
-// differ between databases: reading a JSON list parameter and rewriting
-// a resource's JSON document. Every function takes SQL expressions
+// differ between databases: reading a JSON list parameter and building
+// a tombstone's JSON document. Every function takes SQL expressions
 // (placeholders, columns) and returns one.
 type CollectDialect struct {
-	// InGo, when set, makes CollectBatch read the rows, rewrite the
-	// documents in Go and send the new rows in bulk (InsertRows) instead
-	// of using the set-based statements: faster where the database's JSON
-	// functions cost more than the client's encoding (PostgreSQL's jsonb).
-	// The other fields are then unused.
-	InGo bool
 	// Items is a FROM item aliased i that expands param, a JSON array of
-	// {"uid", "rv", "n", "prop", "reason"} objects, into the columns
-	// uid (text), rv (integer), n (integer), prop (text) and reason (text).
+	// {"uid", "rv", "n", "reason"} objects, into the columns
+	// uid (text), rv (integer), n (integer) and reason (text).
 	Items func(param string) string
 	// Stage, when set, are statements that copy the items of $1 (as
 	// Items reads them) into a table the connection keeps, so that the
@@ -105,15 +99,9 @@ type CollectDialect struct {
 	// mention $1 (the write statements all pass the list as $1).
 	Staged string
 	// NoFinalizers is a condition on r.doc: the resource has no finalizer.
+	// It may be conservative (false for some resources without one: they
+	// then take the collector's step-by-step path), never the reverse.
 	NoFinalizers string
-	// Field is the text value of a top-level string field of r.doc (NULL
-	// when absent).
-	Field func(name string) string
-	// Deleting is r.doc as Delete would write it: phase Deleting,
-	// deletionDueAt removed, deletionTimestamp and updatedAt set to ts (a
-	// JSON time string), propagationPolicy to prop and resourceVersion to
-	// version. It is JSON text.
-	Deleting func(prop, version, ts string) string
 	// Tombstone is the catalog.Tombstone document of the resource r,
 	// purged at ts by actor for i.reason, as JSON text.
 	Tombstone func(ts, actor string) string

@@ -141,6 +141,9 @@ func (s *Store) readChanges(ctx context.Context, after int64, kind string) ([]ca
 		if ev.Resource, err = decodeResource(doc); err != nil {
 			return nil, err
 		}
+		// A DELETED event of CollectBatch stores the last document as
+		// it was; its resourceVersion is the event's.
+		ev.Resource.ResourceVersion = ev.Version
 		out = append(out, ev)
 	}
 	return out, rows.Err()
