@@ -112,3 +112,42 @@ func testCollectBatch(t *testing.T, newStore NewStoreFunc) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
+
+// testPurgeTakesTheEdges: a purged resource's owner and reference edges go
+// with it (the catalog deletes them itself): its owner and the target of
+// its block reference hold nothing any more, so CollectBatch takes them.
+func testPurgeTakesTheEdges(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	for _, viaBatch := range []bool{false, true} {
+		suffix := "-purge"
+		if viaBatch {
+			suffix = "-batch"
+		}
+		owner := f.create(t, res("App", "ns", "owner"+suffix, nil))
+		target := f.create(t, res("Volume", "ns", "target"+suffix, nil))
+		dep := f.create(t, &catalog.Resource{Kind: "Pod", Namespace: "ns", Name: "dep" + suffix,
+			Owners:     []catalog.OwnerRef{{UID: owner.UID, Kind: "App", Name: owner.Name, BlockOwnerDeletion: true}},
+			References: []catalog.Reference{{Kind: "Volume", Namespace: "ns", Name: target.Name, OnTargetDelete: catalog.RefBlock}}})
+		item := func(r *catalog.Resource) catalog.CollectItem {
+			return catalog.CollectItem{UID: r.UID, ResourceVersion: r.ResourceVersion, Reason: "collected"}
+		}
+		got, err := f.s.CollectBatch(f.ctx, []catalog.CollectItem{item(owner), item(target)})
+		require.NoError(t, err)
+		require.Empty(t, got, "a dependent and a block referrer hold them")
+		if viaBatch {
+			got, err := f.s.CollectBatch(f.ctx, []catalog.CollectItem{item(dep)})
+			require.NoError(t, err)
+			require.Equal(t, []string{dep.UID}, got)
+		} else {
+			_, err := f.s.Delete(f.ctx, dep.Key(), catalog.DeleteOptions{})
+			require.NoError(t, err)
+			require.NoError(t, f.s.Purge(f.ctx, dep.Key(), catalog.PurgeOptions{}))
+		}
+		deps, err := f.s.Dependents(f.ctx, owner.UID)
+		require.NoError(t, err)
+		require.Empty(t, deps)
+		got, err = f.s.CollectBatch(f.ctx, []catalog.CollectItem{item(owner), item(target)})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{owner.UID, target.UID}, got, "no edge of the purged dependent is left (%s)", suffix)
+	}
+}

@@ -134,6 +134,8 @@ SELECT r.uid, r.kind, r.namespace, r.name, CAST($2 AS BIGINT), ` + cd.Tombstone(
 SELECT CAST($2 AS BIGINT), CAST($3 AS TEXT), 'purge', r.kind, r.namespace, r.name, r.uid, r.phase, '` + string(catalog.PhasePurged) + `',
   COALESCE(i.reason, ''), '' FROM ` + from + ` ORDER BY i.n`,
 				Args: []any{list, nanos(now), actor}},
+			{SQL: `DELETE FROM owner_edges WHERE dependent_uid IN (SELECT i.uid FROM ` + items + `)`, Args: []any{list}},
+			{SQL: `DELETE FROM reference_edges WHERE referrer_uid IN (SELECT i.uid FROM ` + items + `)`, Args: []any{list}},
 			{SQL: `DELETE FROM resources WHERE uid IN (SELECT i.uid FROM ` + items + `)`, Args: []any{list}},
 			// Give back the versions not used: the counter row is locked
 			// (one writer), so the feed sees no gap.

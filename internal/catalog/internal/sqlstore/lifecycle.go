@@ -196,6 +196,8 @@ func (s *Store) Purge(ctx context.Context, k catalog.Key, opts catalog.PurgeOpti
 			details, _ = json.Marshal(m)
 		}
 		if err := q.ExecBatch(ctx, []Stmt{
+			{SQL: `DELETE FROM owner_edges WHERE dependent_uid = $1`, Args: []any{cur.UID}},
+			{SQL: `DELETE FROM reference_edges WHERE referrer_uid = $1`, Args: []any{cur.UID}},
 			{SQL: `DELETE FROM resources WHERE uid = $1`, Args: []any{cur.UID}},
 			{SQL: `INSERT INTO tombstones (uid, kind, namespace, name, purged_at, doc) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (uid) DO UPDATE SET purged_at = excluded.purged_at, doc = excluded.doc`,
