@@ -41,6 +41,8 @@ const (
 	LeaseTTLDefault     = 30 * time.Second
 	RecheckDefault      = 5 * time.Minute
 	PollIntervalDefault = 2 * time.Second
+	// ParallelDefault is how many resources a collector steps at once.
+	ParallelDefault = 4
 	// MaxInlineDepth bounds how deep one step follows a cascade in
 	// process; deeper resources are queued and stepped on their own.
 	MaxInlineDepth = 8
@@ -155,8 +157,13 @@ type Config struct {
 	// PollInterval is how often the due part of the queue is claimed
 	// (plugin retries, leases of dead holders).
 	PollInterval time.Duration
-	Backoff      Backoff
-	Session      pluginhost.SessionOptions
+	// Parallel is how many resources the collector steps at once
+	// (default ParallelDefault, 1 for one at a time): one step's reads
+	// and decoding overlap another's writes. Each step runs under the
+	// lease of its own work item, as steps in different processes do.
+	Parallel int
+	Backoff  Backoff
+	Session  pluginhost.SessionOptions
 	// Retry is the retry queue: a plugin that blocked or failed on a
 	// resource, and a wait on a block referrer or a user finalizer, are
 	// rows of it (KindResource, KindWait), with its schedule, maximum
@@ -226,6 +233,7 @@ func New(cfg Config) (*Collector, error) {
 	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, LeaseTTLDefault)
 	cfg.Recheck = cmp.Or(cfg.Recheck, RecheckDefault)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
+	cfg.Parallel = cmp.Or(cfg.Parallel, ParallelDefault)
 	if cfg.Backoff == nil {
 		cfg.Backoff = ExpBackoff{Base: time.Second, Max: 5 * time.Minute}
 	}
@@ -239,6 +247,9 @@ func New(cfg Config) (*Collector, error) {
 			return nil, err
 		}
 		cfg.Retry = q
+	}
+	if cfg.Parallel < 1 {
+		return nil, fmt.Errorf("gc: Config.Parallel must be at least 1, got %d", cfg.Parallel)
 	}
 	if cfg.LeaseTTL < time.Second {
 		return nil, errors.New("gc: Config.LeaseTTL must be at least 1s")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
@@ -123,10 +124,12 @@ func (c *Collector) drive(ctx context.Context, target *driveTarget) (Outcome, er
 					break drain
 				}
 			}
+			uids := make([]string, 0, len(wake))
 			for uid := range wake {
-				if err := c.claimAndStep(ctx, uid); err != nil {
-					return "", err
-				}
+				uids = append(uids, uid)
+			}
+			if err := each(ctx, c.cfg.Parallel, uids, c.claimAndStep); err != nil {
+				return "", err
 			}
 		case <-poll.C:
 			n, err := c.pollDue(ctx)
@@ -257,12 +260,47 @@ func (c *Collector) pollDue(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, w := range items {
-		if err := c.stepClaimed(ctx, w); err != nil {
-			return 0, err
-		}
+	if err := each(ctx, c.cfg.Parallel, items, c.stepClaimed); err != nil {
+		return 0, err
 	}
 	return len(items), nil
+}
+
+// each calls fn for every element of xs, at most n at once, and returns
+// the first error; the calls still running then see ctx cancelled.
+func each[T any](ctx context.Context, n int, xs []T, fn func(context.Context, T) error) error {
+	if n <= 1 || len(xs) <= 1 {
+		for _, x := range xs {
+			if err := fn(ctx, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	sem := make(chan struct{}, n)
+	for _, x := range xs {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(ctx, x); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	return first
 }
 
 // claimAndStep steps uid under a lease on its work item. A resource
