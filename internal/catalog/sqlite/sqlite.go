@@ -67,10 +67,11 @@ func Open(ctx context.Context, path string, cfg *catalog.Config) (catalog.Store,
 	// process instead of failing with SQLITE_BUSY.
 	wq["_pragma"] = append(append([]string{}, common["_pragma"]...),
 		"journal_mode(WAL)", "synchronous(NORMAL)", "cache_size(-65536)") // 64 MiB page cache for the writer
-	writer, err := sql.Open("sqlite", "file:"+path+"?"+wq.Encode())
+	wc, err := openConnector("file:" + path + "?" + wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("catalog: sqlite: %w", err)
 	}
+	writer := sql.OpenDB(wc)
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
@@ -81,11 +82,12 @@ func Open(ctx context.Context, path string, cfg *catalog.Config) (catalog.Store,
 		return nil, fmt.Errorf("catalog: sqlite %s: %w", path, b.MapError(err))
 	}
 	rq := url.Values{"_pragma": append(common["_pragma"], "query_only(1)")}
-	reader, err := sql.Open("sqlite", "file:"+path+"?"+rq.Encode())
+	rc, err := openConnector("file:" + path + "?" + rq.Encode())
 	if err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("catalog: sqlite: %w", err)
 	}
+	reader := sql.OpenDB(rc)
 	reader.SetMaxOpenConns(cfg.MaxConns)
 	reader.SetMaxIdleConns(cfg.MaxConns)
 	b.reader = reader
@@ -257,32 +259,11 @@ func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlsto
 	return sqlRow{q.db.QueryRowContext(ctx, query, args...)}
 }
 
-// ExecBatch prepares each distinct statement once for the batch.
+// ExecBatch runs the statements in order (each connection keeps its
+// prepared statements: see cachingConn).
 func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
-	if len(stmts) < 8 {
-		for _, s := range stmts {
-			if _, err := q.db.ExecContext(ctx, s.SQL, s.Args...); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	prepared := map[string]*sql.Stmt{}
-	defer func() {
-		for _, p := range prepared {
-			p.Close()
-		}
-	}()
 	for _, s := range stmts {
-		p, ok := prepared[s.SQL]
-		if !ok {
-			var err error
-			if p, err = q.db.PrepareContext(ctx, s.SQL); err != nil {
-				return err
-			}
-			prepared[s.SQL] = p
-		}
-		if _, err := p.ExecContext(ctx, s.Args...); err != nil {
+		if _, err := q.db.ExecContext(ctx, s.SQL, s.Args...); err != nil {
 			return err
 		}
 	}
