@@ -99,6 +99,10 @@ func (e *Elector) Lease() *catalog.LeaderLease {
 	return &l
 }
 
+// renewDeadline is how long after a renewal this replica keeps leading
+// without another.
+func (e *Elector) renewDeadline() time.Duration { return e.cfg.TTL - e.cfg.TTL/4 }
+
 func (e *Elector) see(l *catalog.LeaderLease) {
 	e.mu.Lock()
 	e.last = l
@@ -163,10 +167,13 @@ func (e *Elector) lead(ctx context.Context, l *catalog.LeaderLease, start time.T
 		defer close(done)
 		work(lctx)
 	}()
-	// until is when the lease this replica last renewed lapses, by the
-	// clock read before the renewal was asked: never later than the
-	// catalog's own expiry.
-	until := start.Add(e.cfg.TTL)
+	// until is when this replica gives up a lease it could not renew: a
+	// quarter of the TTL before the lease lapses, by the clock read
+	// before the renewal was asked (never later than the catalog's own
+	// expiry). The margin lets the work stop before another replica can
+	// take the lease, even on a busy machine (Kubernetes' leader election
+	// keeps its renew deadline under the lease duration likewise).
+	until := start.Add(e.renewDeadline())
 	every, retry := e.cfg.TTL/3, max(e.cfg.TTL/20, 10*time.Millisecond)
 	next := every
 	reason := "stopping"
@@ -210,7 +217,7 @@ func (e *Elector) lead(ctx context.Context, l *catalog.LeaderLease, start time.T
 			next = retry
 		case cur.HeldBy(e.cfg.Holder, s) && cur.Term == l.Term:
 			e.see(cur)
-			until, next = s.Add(e.cfg.TTL), every
+			until, next = s.Add(e.renewDeadline()), every
 		default:
 			e.see(cur)
 			reason = "another replica holds the lease"
