@@ -90,6 +90,14 @@ func Open(ctx context.Context, url string, cfg *catalog.Config) (catalog.Store, 
 		}
 		return nil, fmt.Errorf("catalog: postgres: %w", b.MapError(err))
 	}
+	off, err := autovacuumOff(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("catalog: postgres: %w", b.MapError(err))
+	}
+	if off {
+		b.stats = newStatsKeeper()
+	}
 	return sqlstore.New(b, cfg), nil
 }
 
@@ -125,6 +133,8 @@ type backend struct {
 	cfg         *catalog.Config
 	channel     string
 	wakeChannel string
+	// stats is set when the server's autovacuum is off (see statsKeeper).
+	stats *statsKeeper
 }
 
 // wakeChannel is the NOTIFY channel of wake-up hints (work enqueued or
@@ -216,15 +226,19 @@ func collectDialect() sqlstore.CollectDialect {
 	}
 }
 
-func (b *backend) Reader() sqlstore.Querier { return querier{b.pool} }
+func (b *backend) Reader() sqlstore.Querier { return querier{db: b.pool} }
 
 func (b *backend) ReadTx(ctx context.Context, fn func(sqlstore.Querier) error) error {
 	return pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-		func(tx pgx.Tx) error { return fn(querier{tx}) })
+		func(tx pgx.Tx) error { return fn(querier{db: tx}) })
 }
 
 func (b *backend) WriteTx(ctx context.Context, fn func(sqlstore.Querier) error) error {
-	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return fn(querier{tx}) })
+	if err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return fn(querier{db: tx, stats: b.stats}) }); err != nil {
+		return err
+	}
+	b.analyze(ctx)
+	return nil
 }
 
 func (b *backend) Notify(ctx context.Context, q sqlstore.Querier, version int64) error {
@@ -323,7 +337,10 @@ type pgxtx interface {
 	CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error)
 }
 
-type querier struct{ db pgxtx }
+type querier struct {
+	db    pgxtx
+	stats *statsKeeper // counts bulk inserts (nil: no counting)
+}
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	tag, err := q.db.Exec(ctx, sql, args...)
@@ -364,10 +381,14 @@ func (q querier) InsertRows(ctx context.Context, table string, cols []string, ro
 		for i, r := range rows {
 			stmts[i] = sqlstore.Stmt{SQL: sql, Args: r}
 		}
-		return q.ExecBatch(ctx, stmts)
+		if err := q.ExecBatch(ctx, stmts); err != nil {
+			return err
+		}
+	} else if _, err := q.db.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows)); err != nil {
+		return err
 	}
-	_, err := q.db.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows))
-	return err
+	q.stats.inserted(table, len(rows))
+	return nil
 }
 
 type pgRows struct{ pgx.Rows }
