@@ -219,6 +219,11 @@ func collectDialect() sqlstore.CollectDialect {
 		// has the member; one without may match elsewhere (a label named
 		// so), which only sends it the slow way.
 		NoFinalizers: `strpos(r.doc, '"finalizers":') = 0`,
+		// = ANY(ARRAY(...)): an index scan whatever the statistics say.
+		// IN (SELECT ...) over jsonb_to_recordset (estimated at 100 rows)
+		// was planned as a sequential scan of owner_edges on a catalog
+		// not analyzed yet: 540 ms per batch of 1,000 at 1M resources.
+		In: func(col, sub string) string { return col + ` = ANY(ARRAY(` + sub + `))` },
 		Tombstone: func(ts, actor string) string {
 			return `jsonb_build_object('key', jsonb_build_object('kind', r.kind, 'namespace', r.namespace, 'name', r.name), 'uid', r.uid, 'purgedAt', ` + ts +
 				`, 'actor', ` + actor + `, 'reason', i.reason)::text`

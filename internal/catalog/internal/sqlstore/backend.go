@@ -102,6 +102,9 @@ type CollectDialect struct {
 	// It may be conservative (false for some resources without one: they
 	// then take the collector's step-by-step path), never the reverse.
 	NoFinalizers string
+	// In is the condition "col is one of the values of the query sub"
+	// (one column). Nil: col IN (sub).
+	In func(col, sub string) string
 	// Tombstone is the catalog.Tombstone document of the resource r,
 	// purged at ts by actor for i.reason, as JSON text.
 	Tombstone func(ts, actor string) string
@@ -141,4 +144,11 @@ type Backend interface {
 type Listener interface {
 	Wait(ctx context.Context) error
 	Close() error
+}
+
+func (cd CollectDialect) in(col, sub string) string {
+	if cd.In == nil {
+		return col + ` IN (` + sub + `)`
+	}
+	return cd.In(col, sub)
 }

@@ -120,7 +120,7 @@ WHERE r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND `+cd.
 		stmts := append(stage, []Stmt{
 			// A tombstone left by an earlier resource with the same UID
 			// is replaced, as Purge does.
-			{SQL: `DELETE FROM tombstones WHERE uid IN (SELECT i.uid FROM ` + items + `)`, Args: []any{list}},
+			{SQL: `DELETE FROM tombstones WHERE ` + cd.in("uid", `SELECT i.uid FROM `+items), Args: []any{list}},
 			// One DELETED event with the last stored state, as Kubernetes
 			// sends for an object deleted without finalizers.
 			{SQL: `INSERT INTO changes (version, type, kind, doc)
@@ -134,9 +134,9 @@ SELECT r.uid, r.kind, r.namespace, r.name, CAST($2 AS BIGINT), ` + cd.Tombstone(
 SELECT CAST($2 AS BIGINT), CAST($3 AS TEXT), 'purge', r.kind, r.namespace, r.name, r.uid, r.phase, '` + string(catalog.PhasePurged) + `',
   COALESCE(i.reason, ''), '' FROM ` + from + ` ORDER BY i.n`,
 				Args: []any{list, nanos(now), actor}},
-			{SQL: `DELETE FROM owner_edges WHERE dependent_uid IN (SELECT i.uid FROM ` + items + `)`, Args: []any{list}},
-			{SQL: `DELETE FROM reference_edges WHERE referrer_uid IN (SELECT i.uid FROM ` + items + `)`, Args: []any{list}},
-			{SQL: `DELETE FROM resources WHERE uid IN (SELECT i.uid FROM ` + items + `)`, Args: []any{list}},
+			{SQL: `DELETE FROM owner_edges WHERE ` + cd.in("dependent_uid", `SELECT i.uid FROM `+items), Args: []any{list}},
+			{SQL: `DELETE FROM reference_edges WHERE ` + cd.in("referrer_uid", `SELECT i.uid FROM `+items), Args: []any{list}},
+			{SQL: `DELETE FROM resources WHERE ` + cd.in("uid", `SELECT i.uid FROM `+items), Args: []any{list}},
 			// Give back the versions not used: the counter row is locked
 			// (one writer), so the feed sees no gap.
 			{SQL: `UPDATE lethe_version SET value = $1 WHERE id = 1`, Args: []any{last}},
