@@ -27,6 +27,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -135,6 +136,7 @@ type backend struct {
 	wakeChannel string
 	// stats is set when the server's autovacuum is off (see statsKeeper).
 	stats *statsKeeper
+	bg    sync.WaitGroup // background ANALYZEs
 }
 
 // wakeChannel is the NOTIFY channel of wake-up hints (work enqueued or
@@ -308,6 +310,7 @@ func pgErrorText(err error) string {
 }
 
 func (b *backend) Close() error {
+	b.bg.Wait()
 	b.pool.Close()
 	return nil
 }
@@ -344,7 +347,7 @@ type pgxtx interface {
 
 type querier struct {
 	db    pgxtx
-	stats *statsKeeper // counts bulk inserts (nil: no counting)
+	stats *statsKeeper // counts inserted rows (nil: no counting)
 }
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
@@ -367,14 +370,26 @@ func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlstore
 // ExecBatch pipelines the statements in one round trip (pgx.Batch).
 func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
 	if len(stmts) == 1 {
-		_, err := q.db.Exec(ctx, stmts[0].SQL, stmts[0].Args...)
+		tag, err := q.db.Exec(ctx, stmts[0].SQL, stmts[0].Args...)
+		if err == nil {
+			q.stats.insertedBy(stmts[0].SQL, tag.RowsAffected())
+		}
 		return err
 	}
 	var batch pgx.Batch
 	for _, s := range stmts {
 		batch.Queue(s.SQL, s.Args...)
 	}
-	return q.db.SendBatch(ctx, &batch).Close()
+	br := q.db.SendBatch(ctx, &batch)
+	for _, s := range stmts {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return err
+		}
+		q.stats.insertedBy(s.SQL, tag.RowsAffected())
+	}
+	return br.Close()
 }
 
 // InsertRows uses COPY for large inputs, a pipelined batch of INSERTs
@@ -386,10 +401,9 @@ func (q querier) InsertRows(ctx context.Context, table string, cols []string, ro
 		for i, r := range rows {
 			stmts[i] = sqlstore.Stmt{SQL: sql, Args: r}
 		}
-		if err := q.ExecBatch(ctx, stmts); err != nil {
-			return err
-		}
-	} else if _, err := q.db.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows)); err != nil {
+		return q.ExecBatch(ctx, stmts) // counted there, by statement
+	}
+	if _, err := q.db.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows)); err != nil {
 		return err
 	}
 	q.stats.inserted(table, len(rows))

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -13,9 +14,10 @@ import (
 // CollectBatch's edge deletes (dependent_uid IN (the batch)) were
 // estimated at half of owner_edges and ran as a sequential scan of it,
 // every batch: 540 ms per 1,000 resources at 1M resources, the cost
-// growing with the catalog. It counts the rows this process inserts in
-// bulk (InsertRows) and analyzes a table once they pass autovacuum's
-// default threshold (50 rows plus 10 % of the rows at the last ANALYZE).
+// growing with the catalog. It counts the rows this process inserts
+// (COPY, and INSERT statements by their command tag) and analyzes a table
+// once they pass autovacuum's default threshold (50 rows plus 10 % of the
+// rows at the last ANALYZE).
 // A nil *statsKeeper does nothing.
 type statsKeeper struct {
 	mu      sync.Mutex
@@ -23,9 +25,19 @@ type statsKeeper struct {
 	base    map[string]int64 // the table's rows at its last ANALYZE
 }
 
-// statsTables are the tables whose query plans depend on statistics:
-// lookups by the non-unique edge columns, and joins with resources.
-var statsTables = map[string]bool{"resources": true, "owner_edges": true, "reference_edges": true}
+// statsTables are the tables whose query plans depend on statistics
+// (lookups by the non-unique edge columns, joins with resources) or on
+// their size when a connection cached a generic plan: ANALYZE also
+// invalidates the cached plans of a table. tombstones fills up during a
+// cascade (CollectBatch's INSERT ... SELECT); its DELETE by uid, planned
+// generically while the table was nearly empty, stayed a sequential scan
+// on the connections that had cached it, however large it grew.
+// Only its uid column is analyzed, whose statistics target migration 007
+// sets to 1 (a sample of 300 rows): the invalidation is what counts.
+var statsTables = map[string]bool{"resources": true, "owner_edges": true, "reference_edges": true, "tombstones": true}
+
+// analyzeColumns limits the ANALYZE of a table to some columns.
+var analyzeColumns = map[string]string{"tombstones": " (uid)"}
 
 const (
 	analyzeThreshold = 50  // autovacuum_analyze_threshold
@@ -45,6 +57,20 @@ func (k *statsKeeper) inserted(table string, n int) {
 	k.mu.Lock()
 	k.pending[table] += int64(n)
 	k.mu.Unlock()
+}
+
+// insertedBy records the rows a statement inserted, when it is an
+// INSERT INTO one of statsTables.
+func (k *statsKeeper) insertedBy(sql string, rows int64) {
+	if k == nil || rows <= 0 {
+		return
+	}
+	rest, ok := strings.CutPrefix(sql, "INSERT INTO ")
+	if !ok {
+		return
+	}
+	table, _, _ := strings.Cut(rest, " ")
+	k.inserted(table, int(rows))
 }
 
 // due returns the tables whose inserts passed the threshold, and resets
@@ -73,22 +99,34 @@ func (k *statsKeeper) analyzed(table string, rows int64) {
 	k.base[table] = max(rows, 0)
 }
 
-// analyze runs ANALYZE on the tables that are due. A role that does not
-// own them gets a warning from the server, not an error; a failure is
-// not the caller's (its transaction committed), so it is dropped.
+// analyze starts ANALYZE on the tables that are due, in the background:
+// the writer that crossed the threshold does not wait for it (ANALYZE
+// blocks no reader or writer). Close waits for it. A role that does not
+// own the tables gets a warning from the server, not an error; a failure
+// is nobody's to handle (the transaction committed), so it is dropped.
 func (b *backend) analyze(ctx context.Context) {
-	for _, t := range b.stats.due() {
-		id := pgx.Identifier{t}.Sanitize()
-		if _, err := b.pool.Exec(ctx, `ANALYZE `+id); err != nil {
-			continue
-		}
-		// The next one is due after 10 % of the table, as autovacuum's
-		// (the table may be far larger than what this process wrote).
-		var rows float64
-		if err := b.pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)`, id).Scan(&rows); err == nil {
-			b.stats.analyzed(t, int64(rows))
-		}
+	tables := b.stats.due()
+	if len(tables) == 0 {
+		return
 	}
+	ctx = context.WithoutCancel(ctx)
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		for _, t := range tables {
+			id := pgx.Identifier{t}.Sanitize()
+			if _, err := b.pool.Exec(ctx, `ANALYZE `+id+analyzeColumns[t]); err != nil {
+				continue
+			}
+			// The next one is due after 10 % of the table, as
+			// autovacuum's (it may be far larger than what this process
+			// wrote).
+			var rows float64
+			if err := b.pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)`, id).Scan(&rows); err == nil {
+				b.stats.analyzed(t, int64(rows))
+			}
+		}
+	}()
 }
 
 // autovacuumOff reports whether the server's autovacuum is off.
