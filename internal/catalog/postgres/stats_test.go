@@ -28,10 +28,7 @@ func TestBulkLoadAnalyzesWhenAutovacuumIsOff(t *testing.T) {
 	if av != "off" {
 		t.Skip("the server's autovacuum is on: it analyzes the tables itself")
 	}
-	schema := testSchema(t, url)
-	s, err := postgres.Open(ctx, url, &catalog.Config{Schema: schema})
-	require.NoError(t, err)
-	defer s.Close()
+	s, schema := openInSchema(t, url)
 	analyzed := func(table string) bool {
 		var n int
 		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stats WHERE schemaname = $1 AND tablename = $2`, schema, table).Scan(&n))
@@ -61,11 +58,8 @@ func TestHeldReferenceCheckUsesTheIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testURL(t)
-	schema := testSchema(t, url)
-	s, err := postgres.Open(ctx, url, &catalog.Config{Schema: schema})
-	require.NoError(t, err)
-	defer s.Close()
-	_, err = s.Create(ctx, &catalog.Resource{Kind: "Database", Name: "db"})
+	s, schema := openInSchema(t, url)
+	_, err := s.Create(ctx, &catalog.Resource{Kind: "Database", Name: "db"})
 	require.NoError(t, err)
 	batch := make([]*catalog.Resource, 2000)
 	for i := range batch {
@@ -98,11 +92,11 @@ func TestDependentsLookupUsesTheIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testURL(t)
-	schema := testSchema(t, url)
-	s, err := postgres.Open(ctx, url, &catalog.Config{Schema: schema})
-	require.NoError(t, err)
-	defer s.Close()
-	var owner *catalog.Resource
+	s, schema := openInSchema(t, url)
+	var (
+		owner *catalog.Resource
+		err   error
+	)
 	for o := range 100 {
 		owner, err = s.Create(ctx, &catalog.Resource{Kind: "Schedule", Name: fmt.Sprintf("o-%03d", o)})
 		require.NoError(t, err)
@@ -139,4 +133,14 @@ func analyzedPlan(t *testing.T, url, schema string, tables []string, query strin
 	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	return fmt.Sprint(plan)
+}
+
+// openInSchema opens a store in a fresh schema (dropped after the test).
+func openInSchema(t *testing.T, url string) (catalog.Store, string) {
+	t.Helper()
+	schema := testSchema(t, url)
+	s, err := postgres.Open(context.Background(), url, &catalog.Config{Schema: schema})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s, schema
 }
