@@ -110,20 +110,22 @@ WHERE id IN (SELECT id FROM work_items
              ORDER BY available_at, id LIMIT $5)
 RETURNING ` + sqlstore.WorkColumns,
 		Collect: sqlstore.CollectDialect{
+			// jsonb_each parses the list once into SQLite's binary JSON,
+			// whose elements json_extract reads without parsing them again
+			// (json_each hands each element back as text): half the time.
 			Items: func(p string) string {
 				return `(SELECT json_extract(value, '$.uid') AS uid, json_extract(value, '$.rv') AS rv, json_extract(value, '$.n') AS n,
-  json_extract(value, '$.reason') AS reason FROM json_each(` + p + `)) AS i`
+  json_extract(value, '$.reason') AS reason FROM jsonb_each(` + p + `)) AS i`
 			},
-			// The items are parsed once per batch into a TEMP table of the
-			// writer connection, not once per statement.
+			// The items that can go are picked once per batch into a TEMP
+			// table of the writer connection, which the write statements
+			// read instead of parsing the list again.
 			Stage: []string{
 				`CREATE TEMP TABLE IF NOT EXISTS collect_items (uid TEXT PRIMARY KEY, n INTEGER NOT NULL, reason TEXT NOT NULL)`,
-				`DELETE FROM temp.collect_items WHERE $1 IS NOT NULL`,
-				`INSERT INTO temp.collect_items (uid, n, reason)
-SELECT json_extract(value, '$.uid'), json_extract(value, '$.n'), COALESCE(json_extract(value, '$.reason'), '')
-FROM json_each($1)`,
+				`DELETE FROM temp.collect_items`, // no WHERE: SQLite's truncate optimization
 			},
-			Staged: `(SELECT uid, n, reason FROM temp.collect_items WHERE $1 IS NOT NULL) AS i`,
+			StageTable: `temp.collect_items`,
+			Staged:     `(SELECT uid, n, reason FROM temp.collect_items WHERE $1 IS NOT NULL) AS i`,
 			// A text search, not a parse: a document with a finalizer
 			// always has the member; one without may match elsewhere
 			// (a label named so), which only sends it the slow way.

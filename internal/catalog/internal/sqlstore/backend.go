@@ -90,13 +90,16 @@ type CollectDialect struct {
 	// {"uid", "rv", "n", "reason"} objects, into the columns
 	// uid (text), rv (integer), n (integer) and reason (text).
 	Items func(param string) string
-	// Stage, when set, are statements that copy the items of $1 (as
-	// Items reads them) into a table the connection keeps, so that the
-	// write statements read them from Staged instead of parsing $1 again
-	// (SQLite: a TEMP table; its one writer connection keeps it).
-	Stage []string
-	// Staged is the FROM item, aliased i, over the staged items; it must
-	// mention $1 (the write statements all pass the list as $1).
+	// Stage, when set, are statements without parameters that make
+	// StageTable exist and empty: a table the connection keeps (SQLite: a
+	// TEMP table of its one writer connection). The items that can go are
+	// then picked into it, (uid, n, reason) with n = 0, 1, … in the
+	// caller's order, and the write statements read them from Staged
+	// instead of parsing the list again.
+	Stage      []string
+	StageTable string
+	// Staged is the FROM item, aliased i, over StageTable; it must
+	// mention $1 (the write statements all pass a placeholder as $1).
 	Staged string
 	// NoFinalizers is a condition on r.doc: the resource has no finalizer.
 	// It may be conservative (false for some resources without one: they

@@ -57,7 +57,7 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 	for _, it := range items {
 		if _, dup := byUID[it.UID]; !dup {
 			byUID[it.UID] = it
-			cands = append(cands, collectItem{UID: it.UID, RV: it.ResourceVersion, N: len(cands)})
+			cands = append(cands, collectItem{UID: it.UID, RV: it.ResourceVersion, N: len(cands), Reason: it.Reason})
 		}
 	}
 	candDoc, err := json.Marshal(cands)
@@ -80,44 +80,71 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 		if err != nil {
 			return err
 		}
-		can := map[string]bool{}
-		if err := collectUIDs(ctx, q, can, `SELECT r.uid FROM `+cd.Items("$1")+` JOIN resources r ON r.uid = i.uid
-WHERE r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND `+cd.NoFinalizers+`
+		// The items that can go: the version read, Active or Scheduled, no
+		// finalizer, no dependent, no reference that holds them.
+		pick := ` FROM ` + cd.Items("$1") + ` JOIN resources r ON r.uid = i.uid
+WHERE r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND ` + cd.NoFinalizers + `
   AND NOT EXISTS (SELECT 1 FROM owner_edges e WHERE e.owner_uid = r.uid)
   AND NOT EXISTS (SELECT 1 FROM reference_edges e WHERE e.target_kind = r.kind AND e.target_namespace = r.namespace
-                  AND e.target_name = r.name AND e.on_target_delete <> 'allowDangling')`+lock, []any{string(candDoc)}); err != nil {
-			return err
-		}
-		if len(can) == 0 {
-			return errNoop
-		}
-		gone := make([]collectItem, 0, len(can))
-		for _, c := range cands {
-			if can[c.UID] {
-				gone = append(gone, collectItem{UID: c.UID, N: len(gone), Reason: byUID[c.UID].Reason})
-				purged = append(purged, c.UID)
-			}
-		}
-		goneDoc, err := json.Marshal(gone)
-		if err != nil {
-			return err
-		}
-		list := string(goneDoc)
-		items := cd.Items("$1")
-		var stage []Stmt
+                  AND e.target_name = r.name AND e.on_target_delete <> 'allowDangling')`
+		var list, items string
 		if len(cd.Stage) > 0 {
+			// Staged: one statement picks the items into the stage table,
+			// numbered 0, 1, … in the caller's order; the write statements
+			// read them from there, and the list is parsed once.
 			for _, sql := range cd.Stage {
-				a := []any{list}
-				if !strings.Contains(sql, "$1") {
-					a = nil
+				if _, err := q.Exec(ctx, sql); err != nil {
+					return err
 				}
-				stage = append(stage, Stmt{SQL: sql, Args: a})
 			}
-			items = cd.Staged
+			if _, err := q.Exec(ctx, `INSERT INTO `+cd.StageTable+` (uid, n, reason)
+SELECT i.uid, row_number() OVER (ORDER BY i.n) - 1, COALESCE(i.reason, '')`+pick, string(candDoc)); err != nil {
+				return err
+			}
+			rows, err := q.Query(ctx, `SELECT uid FROM `+cd.StageTable+` ORDER BY n`)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var uid string
+				if err := rows.Scan(&uid); err != nil {
+					rows.Close()
+					return err
+				}
+				purged = append(purged, uid)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(purged) == 0 {
+				return errNoop
+			}
+			list, items = "staged", cd.Staged
+		} else {
+			can := map[string]bool{}
+			if err := collectUIDs(ctx, q, can, `SELECT r.uid`+pick+lock, []any{string(candDoc)}); err != nil {
+				return err
+			}
+			if len(can) == 0 {
+				return errNoop
+			}
+			gone := make([]collectItem, 0, len(can))
+			for _, c := range cands {
+				if can[c.UID] {
+					gone = append(gone, collectItem{UID: c.UID, N: len(gone), Reason: byUID[c.UID].Reason})
+					purged = append(purged, c.UID)
+				}
+			}
+			goneDoc, err := json.Marshal(gone)
+			if err != nil {
+				return err
+			}
+			list, items = string(goneDoc), cd.Items("$1")
 		}
 		from := items + ` JOIN resources r ON r.uid = i.uid`
-		last := first + int64(len(gone)) - 1
-		stmts := append(stage, []Stmt{
+		last := first + int64(len(purged)) - 1
+		stmts := []Stmt{
 			// A tombstone left by an earlier resource with the same UID
 			// is replaced, as Purge does.
 			{SQL: `DELETE FROM tombstones WHERE ` + cd.in("uid", `SELECT i.uid FROM `+items), Args: []any{list}},
@@ -140,7 +167,7 @@ SELECT CAST($2 AS BIGINT), CAST($3 AS TEXT), 'purge', r.kind, r.namespace, r.nam
 			// Give back the versions not used: the counter row is locked
 			// (one writer), so the feed sees no gap.
 			{SQL: `UPDATE lethe_version SET value = $1 WHERE id = 1`, Args: []any{last}},
-		}...)
+		}
 		if err := q.ExecBatch(ctx, stmts); err != nil {
 			return err
 		}
