@@ -126,9 +126,10 @@ RETURNING ` + sqlstore.WorkColumns,
 			},
 			// The items that can go are picked once per batch into a TEMP
 			// table of the writer connection, which the write statements
-			// read instead of parsing the list again.
+			// read instead of parsing the list again. n is the rowid, so
+			// they read the items in order without sorting them.
 			Stage: []string{
-				`CREATE TEMP TABLE IF NOT EXISTS collect_items (uid TEXT PRIMARY KEY, n INTEGER NOT NULL, reason TEXT NOT NULL)`,
+				`CREATE TEMP TABLE IF NOT EXISTS collect_items (n INTEGER PRIMARY KEY, uid TEXT NOT NULL, reason TEXT NOT NULL)`,
 				`DELETE FROM temp.collect_items`, // no WHERE: SQLite's truncate optimization
 			},
 			StageTable: `temp.collect_items`,
