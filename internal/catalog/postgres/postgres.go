@@ -227,9 +227,10 @@ func collectDialect() sqlstore.CollectDialect {
 		// not analyzed yet: 540 ms per batch of 1,000 at 1M resources.
 		In: func(col, sub string) string { return col + ` = ANY(ARRAY(` + sub + `))` },
 		Tombstone: func(ts, actor string) string {
-			return `jsonb_build_object('key', jsonb_build_object('kind', r.kind, 'namespace', r.namespace, 'name', r.name), 'uid', r.uid, 'purgedAt', ` + ts +
+			return `json_build_object('key', json_build_object('kind', r.kind, 'namespace', r.namespace, 'name', r.name), 'uid', r.uid, 'purgedAt', ` + ts +
 				`, 'actor', ` + actor + `, 'reason', i.reason)::text`
 		},
+		ChainItems: `unnest(CAST($1 AS TEXT[]), CAST($2 AS BIGINT[]), CAST($3 AS TEXT[])) WITH ORDINALITY AS i(uid, rv, reason, n)`,
 	}
 }
 

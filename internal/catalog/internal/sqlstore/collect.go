@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
 )
@@ -54,17 +55,19 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 	ts := string(tsJSON[1 : len(tsJSON)-1]) // the time as encoding/json writes it, unquoted
 	byUID := make(map[string]catalog.CollectItem, len(items))
 	cands := make([]collectItem, 0, len(items))
+	cd := s.d.Collect
 	for _, it := range items {
 		if _, dup := byUID[it.UID]; !dup {
 			byUID[it.UID] = it
 			cands = append(cands, collectItem{UID: it.UID, RV: it.ResourceVersion, N: len(cands)})
 		}
 	}
-	candDoc, err := json.Marshal(cands)
-	if err != nil {
-		return nil, err
+	var candDoc []byte
+	if cd.ChainItems == "" {
+		if candDoc, err = json.Marshal(cands); err != nil {
+			return nil, err
+		}
 	}
-	cd := s.d.Collect
 	lock := ""
 	if s.d.ForUpdate != "" {
 		lock = s.d.ForUpdate + " OF r"
@@ -80,12 +83,19 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 		if err != nil {
 			return err
 		}
+		if cd.ChainItems != "" {
+			purged, err = collectChain(ctx, q, cd, cands, byUID, first, now, ts, actor)
+			if err != nil {
+				return err
+			}
+			if len(purged) == 0 {
+				return errNoop
+			}
+			return s.b.Notify(ctx, q, first+int64(len(purged))-1)
+		}
 		can := map[string]bool{}
 		if err := collectUIDs(ctx, q, can, `SELECT r.uid FROM `+cd.Items("$1")+` JOIN resources r ON r.uid = i.uid
-WHERE r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND `+cd.NoFinalizers+`
-  AND NOT EXISTS (SELECT 1 FROM owner_edges e WHERE e.owner_uid = r.uid)
-  AND NOT EXISTS (SELECT 1 FROM reference_edges e WHERE e.target_kind = r.kind AND e.target_namespace = r.namespace
-                  AND e.target_name = r.name AND e.on_target_delete <> 'allowDangling')`+lock, []any{string(candDoc)}); err != nil {
+WHERE `+canGo(cd)+lock, []any{string(candDoc)}); err != nil {
 			return err
 		}
 		if len(can) == 0 {
@@ -153,6 +163,77 @@ SELECT CAST($2 AS BIGINT), CAST($3 AS TEXT), 'purge', r.kind, r.namespace, r.nam
 		return nil, s.mapErr(err)
 	}
 	return purged, nil
+}
+
+// canGo is the condition on r, the resource of item i, that it can go at
+// once: its version is the item's, it is neither Deleting nor finalized,
+// and nothing depends on it or holds it.
+func canGo(cd CollectDialect) string {
+	return `r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND ` + cd.NoFinalizers + `
+  AND NOT EXISTS (SELECT 1 FROM owner_edges e WHERE e.owner_uid = r.uid)
+  AND NOT EXISTS (SELECT 1 FROM reference_edges e WHERE e.target_kind = r.kind AND e.target_namespace = r.namespace
+                  AND e.target_name = r.name AND e.on_target_delete <> 'allowDangling')`
+}
+
+// collectChain is collectBatch as one statement of data-modifying WITH
+// clauses (CollectDialect.Chain): the DELETE of the resources that can go
+// returns their rows, from which the DELETED events (versions first, first
+// + 1, ... in the items' order), tombstones (replacing one left by an
+// earlier resource with the same UID), audit entries and edge deletes are
+// written; the version counter gets back the versions not used. The
+// counter's row lock, taken first by every resource writer, is what keeps
+// the rows found unchanged until they are deleted: no row lock is needed.
+// It returns the UIDs purged, in the items' order.
+func collectChain(ctx context.Context, q Querier, cd CollectDialect, cands []collectItem, byUID map[string]catalog.CollectItem,
+	first int64, now time.Time, ts, actor string,
+) ([]string, error) {
+	uids := make([]string, len(cands))
+	rvs := make([]int64, len(cands))
+	reasons := make([]string, len(cands))
+	for i, c := range cands {
+		uids[i], rvs[i], reasons[i] = c.UID, c.RV, byUID[c.UID].Reason
+	}
+	sql := `WITH gone AS (
+  DELETE FROM resources r USING ` + cd.ChainItems + `
+  WHERE r.uid = i.uid AND ` + canGo(cd) + `
+  RETURNING r.uid, r.kind, r.namespace, r.name, r.phase, r.doc, i.n, i.reason
+), g AS (
+  SELECT gone.*, row_number() OVER (ORDER BY gone.n) - 1 AS k FROM gone
+), changed AS (
+  INSERT INTO changes (version, type, kind, doc)
+  SELECT CAST($4 AS BIGINT) + g.k, '` + string(catalog.EventDeleted) + `', g.kind, g.doc FROM g ORDER BY g.k
+), buried AS (
+  INSERT INTO tombstones (uid, kind, namespace, name, purged_at, doc)
+  SELECT r.uid, r.kind, r.namespace, r.name, CAST($5 AS BIGINT), ` + cd.Tombstone(`CAST($6 AS TEXT)`, `CAST($7 AS TEXT)`) + `
+  FROM g AS r, LATERAL (SELECT NULLIF(r.reason, '')) AS i(reason)
+  ON CONFLICT (uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, name = excluded.name,
+    purged_at = excluded.purged_at, doc = excluded.doc
+), audited AS (
+  INSERT INTO audit (` + strings.Join(auditCols, ", ") + `)
+  SELECT CAST($5 AS BIGINT), CAST($7 AS TEXT), 'purge', g.kind, g.namespace, g.name, g.uid, g.phase, '` + string(catalog.PhasePurged) + `',
+    g.reason, '' FROM g ORDER BY g.k
+), owners AS (
+  DELETE FROM owner_edges WHERE ` + cd.in("dependent_uid", `SELECT g.uid FROM g`) + `
+), refs AS (
+  DELETE FROM reference_edges WHERE ` + cd.in("referrer_uid", `SELECT g.uid FROM g`) + `
+), counter AS (
+  UPDATE lethe_version SET value = CAST($4 AS BIGINT) - 1 + (SELECT count(*) FROM g) WHERE id = 1
+)
+SELECT g.uid FROM g ORDER BY g.k`
+	rows, err := q.Query(ctx, sql, uids, rvs, reasons, first, nanos(now), ts, actor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var purged []string
+	for rows.Next() {
+		var uid string
+		if err := rows.Scan(&uid); err != nil {
+			return nil, err
+		}
+		purged = append(purged, uid)
+	}
+	return purged, rows.Err()
 }
 
 func collectUIDs(ctx context.Context, q Querier, into map[string]bool, sql string, args []any) error {
