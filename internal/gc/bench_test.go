@@ -43,20 +43,20 @@ func cascadeSize(b *testing.B) (roots, deps int) {
 }
 
 func BenchmarkCascadeSQLite(b *testing.B) {
-	benchCascade(b, func(b *testing.B) catalog.Store {
+	benchCascade(b, func(b *testing.B) (catalog.Store, func() time.Duration) {
 		st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(b.TempDir(), "c.db"), &catalog.Config{})
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = st.Close() })
-		return st
+		return st, nil
 	}, false)
 }
 
 func BenchmarkCascadeSQLiteNoopPlugin(b *testing.B) {
-	benchCascade(b, func(b *testing.B) catalog.Store {
+	benchCascade(b, func(b *testing.B) (catalog.Store, func() time.Duration) {
 		st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(b.TempDir(), "c.db"), &catalog.Config{})
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = st.Close() })
-		return st
+		return st, nil
 	}, true)
 }
 
@@ -65,7 +65,7 @@ func BenchmarkCascadePostgres(b *testing.B) {
 	if url == "" {
 		b.Skip("set LETHE_TEST_POSTGRES_URL")
 	}
-	benchCascade(b, func(b *testing.B) catalog.Store {
+	benchCascade(b, func(b *testing.B) (catalog.Store, func() time.Duration) {
 		buf := make([]byte, 6)
 		_, _ = rand.Read(buf)
 		schema := "lethe_gc_bench_" + hex.EncodeToString(buf)
@@ -76,11 +76,56 @@ func BenchmarkCascadePostgres(b *testing.B) {
 			_, err = conn.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
 			require.NoError(b, err)
 		})
-		st, err := drivers.Open(context.Background(), url, &catalog.Config{Schema: schema})
+		// The store's connections carry the schema as their
+		// application_name, so that the server's CPU can be told apart.
+		st, err := drivers.Open(context.Background(), withAppName(url, schema), &catalog.Config{Schema: schema})
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = st.Close() })
-		return st
+		return st, func() time.Duration { return backendCPU(b, url, schema) }
 	}, false)
+}
+
+// withAppName sets application_name in a postgres:// URL.
+func withAppName(url, name string) string {
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "application_name=" + name
+}
+
+// backendCPU is the CPU time (user and system, from /proc) used so far by
+// the server processes of the connections named app: the PostgreSQL
+// backends serving the store (the server must run on this machine). A
+// connection closed in between loses its share, so compare samples taken
+// while the pool is open.
+func backendCPU(b *testing.B, url, app string) time.Duration {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(b, err)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app)
+	require.NoError(b, err)
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	require.NoError(b, err)
+	var ticks int64
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone, or not on this machine
+		}
+		// pid (comm) state ppid ... : utime and stime are fields 14 and
+		// 15, the 12th and 13th after the command's closing parenthesis.
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + st
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
 }
 
 // benchCascade loads ROOTS roots with DEPENDENTS dependents each
@@ -88,14 +133,18 @@ func BenchmarkCascadePostgres(b *testing.B) {
 // times from the Foreground delete requests of every root to the last
 // purge, with the collector running from the change feed. It reports
 // resources/s and the peak RSS of the process.
-func benchCascade(b *testing.B, open func(*testing.B) catalog.Store, noop bool) {
+// With serverCPU (PostgreSQL), it also reports the server's CPU time per
+// resource.
+func benchCascade(b *testing.B, open func(*testing.B) (catalog.Store, func() time.Duration), noop bool) {
 	roots, deps := cascadeSize(b)
 	total := roots * (deps + 1)
 	ctx := catalog.WithActor(context.Background(), "bench")
-	var elapsed, cpu time.Duration
+	var elapsed, cpu, scpu time.Duration
+	var serverCPU func() time.Duration
 	for range b.N {
 		b.StopTimer()
-		st := open(b)
+		var st catalog.Store
+		st, serverCPU = open(b)
 		cfg := gc.Config{Store: st, NoPlugins: true}
 		if noop {
 			dir := b.TempDir()
@@ -135,6 +184,10 @@ func benchCascade(b *testing.B, open func(*testing.B) catalog.Store, noop bool) 
 		done := make(chan error, 1)
 		go func() { done <- c.Run(rctx) }()
 		b.StartTimer()
+		var scpu0 time.Duration
+		if serverCPU != nil {
+			scpu0 = serverCPU()
+		}
 		start, cpu0 := time.Now(), processCPU()
 		for _, k := range rootKeys {
 			_, err := c.Delete(ctx, k, gc.DeleteOptions{Propagation: gc.Foreground})
@@ -152,6 +205,9 @@ func benchCascade(b *testing.B, open func(*testing.B) catalog.Store, noop bool) 
 		elapsed += time.Since(start)
 		cpu += processCPU() - cpu0
 		b.StopTimer()
+		if serverCPU != nil {
+			scpu += serverCPU() - scpu0
+		}
 		cancel()
 		require.NoError(b, <-done)
 		left, err := st.List(ctx, catalog.ListOptions{Kind: "Snapshot", Limit: 1})
@@ -164,6 +220,9 @@ func benchCascade(b *testing.B, open func(*testing.B) catalog.Store, noop bool) 
 	// the polling above; on PostgreSQL not the server's): steadier than
 	// the wall-clock rate on a shared machine.
 	b.ReportMetric(float64(cpu.Microseconds())/float64(total*b.N), "cpu-µs/resource")
+	if serverCPU != nil {
+		b.ReportMetric(float64(scpu.Microseconds())/float64(total*b.N), "server-cpu-µs/resource")
+	}
 }
 
 // processCPU is the CPU time (user and system) this process used so far.

@@ -113,6 +113,26 @@ func testCollectBatch(t *testing.T, newStore NewStoreFunc) {
 	require.Empty(t, got)
 }
 
+// testCollectBatchReplacesTombstone: a tombstone left by an earlier
+// resource with the same UID is replaced by the new one's.
+func testCollectBatchReplacesTombstone(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	const uid = "0190c0de-0000-7000-8000-000000000001"
+	for _, name := range []string{"first", "second"} {
+		r := f.create(t, &catalog.Resource{Kind: "Pod", Namespace: "ns", Name: name, UID: uid})
+		got, err := f.s.CollectBatch(f.ctx, []catalog.CollectItem{{UID: uid, ResourceVersion: r.ResourceVersion, Reason: name}})
+		require.NoError(t, err)
+		require.Equal(t, []string{uid}, got)
+	}
+	ts, err := f.s.GetTombstone(f.ctx, key("Pod", "ns", "second"))
+	require.NoError(t, err)
+	require.Equal(t, uid, ts.UID)
+	require.Equal(t, key("Pod", "ns", "second"), ts.Key)
+	require.Equal(t, "second", ts.Reason)
+	_, err = f.s.GetTombstone(f.ctx, key("Pod", "ns", "first"))
+	require.ErrorIs(t, err, catalog.ErrNotFound, "replaced")
+}
+
 // testPurgeTakesTheEdges: a purged resource's owner and reference edges go
 // with it (the catalog deletes them itself): its owner and the target of
 // its block reference hold nothing any more, so CollectBatch takes them.

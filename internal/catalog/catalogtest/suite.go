@@ -86,6 +86,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ConcurrentRetryClaims", func(t *testing.T) { testConcurrentRetryClaims(t, newStore) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, newStore) })
 	t.Run("CollectBatch", func(t *testing.T) { testCollectBatch(t, newStore) })
+	t.Run("CollectBatchReplacesTombstone", func(t *testing.T) { testCollectBatchReplacesTombstone(t, newStore) })
 	t.Run("PurgeTakesTheEdges", func(t *testing.T) { testPurgeTakesTheEdges(t, newStore) })
 	t.Run("LeaderLease", func(t *testing.T) { testLeaderLease(t, newStore) })
 	t.Run("LeaderLeaseRace", func(t *testing.T) { testLeaderLeaseRace(t, newStore) })

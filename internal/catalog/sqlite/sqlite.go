@@ -129,18 +129,18 @@ RETURNING ` + sqlstore.WorkColumns,
 			// read instead of parsing the list again. n is the rowid, so
 			// they read the items in order without sorting them.
 			Stage: []string{
-				`CREATE TEMP TABLE IF NOT EXISTS collect_items (n INTEGER PRIMARY KEY, uid TEXT NOT NULL, reason TEXT NOT NULL)`,
+				`CREATE TEMP TABLE IF NOT EXISTS collect_items (n INTEGER PRIMARY KEY, uid TEXT NOT NULL, reason TEXT NOT NULL,
+  kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL, phase TEXT NOT NULL)`,
 				`DELETE FROM temp.collect_items`, // no WHERE: SQLite's truncate optimization
 			},
 			StageTable: `temp.collect_items`,
-			Staged:     `(SELECT uid, n, reason FROM temp.collect_items WHERE $1 IS NOT NULL) AS i`,
 			// A text search, not a parse: a document with a finalizer
 			// always has the member; one without may match elsewhere
 			// (a label named so), which only sends it the slow way.
 			NoFinalizers: `instr(r.doc, '"finalizers":') = 0`,
-			Tombstone: func(ts, actor string) string {
-				return `json_object('key', json_object('kind', r.kind, 'namespace', r.namespace, 'name', r.name), 'uid', r.uid, 'purgedAt', ` + ts +
-					`, 'actor', ` + actor + `, 'reason', i.reason)`
+			Tombstone: func(g, ts, actor string) string {
+				return `json_object('key', json_object('kind', ` + g + `.kind, 'namespace', ` + g + `.namespace, 'name', ` + g + `.name), 'uid', ` + g + `.uid, 'purgedAt', ` + ts +
+					`, 'actor', ` + actor + `, 'reason', NULLIF(` + g + `.reason, ''))`
 			},
 		},
 		ClaimPrevSQL: `SELECT id, holder FROM work_items

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
 )
@@ -28,8 +29,8 @@ func (s *Store) CollectBatch(ctx context.Context, items []catalog.CollectItem) (
 	return purged, nil
 }
 
-// collectItem is one element of the JSON list parameter of CollectBatch's
-// statements (see CollectDialect.Items).
+// collectItem is one element of the JSON list parameter of the staged
+// CollectBatch (see CollectDialect.Items).
 type collectItem struct {
 	UID    string `json:"uid"`
 	RV     int64  `json:"rv,omitempty"`
@@ -37,14 +38,19 @@ type collectItem struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// collectBatch is set-based: one statement picks the items that can go
-// (checking each one's version, phase, finalizers, dependents and held
-// references in SQL), then one statement per table writes the rows for
-// all of them. No document is decoded, rewritten or encoded: the DELETED
-// event carries the stored document as it is (its resourceVersion is
-// the event's, which the feed sets), and the statements' sizes do not
-// grow with the batch (one JSON parameter).
+// collectBatch is set-based: the items that can go are picked in SQL
+// (each one's version, phase, finalizers, dependents and held references
+// checked in the write transaction), then the rows of all of them are
+// written by one statement per table (SQLite, CollectDialect.Stage) or by
+// one chained statement (PostgreSQL, CollectDialect.ChainItems). No
+// document is decoded, rewritten or encoded: the DELETED event carries
+// the stored document as it is (its resourceVersion is the event's, which
+// the feed sets), and the statements' sizes do not grow with the batch.
 func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) ([]string, error) {
+	cd := s.d.Collect
+	if cd.ChainItems == "" && len(cd.Stage) == 0 {
+		return nil, errors.New("catalog: this database's dialect has no CollectBatch")
+	}
 	now := s.clock()
 	actor := catalog.ActorFrom(ctx)
 	tsJSON, err := json.Marshal(now)
@@ -52,22 +58,19 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 		return nil, err
 	}
 	ts := string(tsJSON[1 : len(tsJSON)-1]) // the time as encoding/json writes it, unquoted
-	byUID := make(map[string]catalog.CollectItem, len(items))
+	seen := make(map[string]bool, len(items))
 	cands := make([]collectItem, 0, len(items))
 	for _, it := range items {
-		if _, dup := byUID[it.UID]; !dup {
-			byUID[it.UID] = it
+		if !seen[it.UID] {
+			seen[it.UID] = true
 			cands = append(cands, collectItem{UID: it.UID, RV: it.ResourceVersion, N: len(cands), Reason: it.Reason})
 		}
 	}
-	candDoc, err := json.Marshal(cands)
-	if err != nil {
-		return nil, err
-	}
-	cd := s.d.Collect
-	lock := ""
-	if s.d.ForUpdate != "" {
-		lock = s.d.ForUpdate + " OF r"
+	var candDoc []byte
+	if cd.ChainItems == "" {
+		if candDoc, err = json.Marshal(cands); err != nil {
+			return nil, err
+		}
 	}
 	var purged []string
 	err = s.b.WriteTx(ctx, func(q Querier) error {
@@ -80,98 +83,18 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 		if err != nil {
 			return err
 		}
-		// The items that can go: the version read, Active or Scheduled, no
-		// finalizer, no dependent, no reference that holds them.
-		pick := ` FROM ` + cd.Items("$1") + ` JOIN resources r ON r.uid = i.uid
-WHERE r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND ` + cd.NoFinalizers + `
-  AND NOT EXISTS (SELECT 1 FROM owner_edges e WHERE e.owner_uid = r.uid)
-  AND NOT EXISTS (SELECT 1 FROM reference_edges e WHERE e.target_kind = r.kind AND e.target_namespace = r.namespace
-                  AND e.target_name = r.name AND e.on_target_delete <> 'allowDangling')`
-		var list, items string
-		if len(cd.Stage) > 0 {
-			// Staged: one statement picks the items into the stage table,
-			// numbered 0, 1, … in the caller's order; the write statements
-			// read them from there, and the list is parsed once.
-			for _, sql := range cd.Stage {
-				if _, err := q.Exec(ctx, sql); err != nil {
-					return err
-				}
-			}
-			if _, err := q.Exec(ctx, `INSERT INTO `+cd.StageTable+` (uid, n, reason)
-SELECT i.uid, row_number() OVER (ORDER BY i.n) - 1, COALESCE(i.reason, '')`+pick, string(candDoc)); err != nil {
-				return err
-			}
-			rows, err := q.Query(ctx, `SELECT uid FROM `+cd.StageTable+` ORDER BY n`)
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var uid string
-				if err := rows.Scan(&uid); err != nil {
-					rows.Close()
-					return err
-				}
-				purged = append(purged, uid)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			if len(purged) == 0 {
-				return errNoop
-			}
-			list, items = "staged", cd.Staged
+		if cd.ChainItems != "" {
+			purged, err = collectChain(ctx, q, cd, cands, first, now, ts, actor)
 		} else {
-			can := map[string]bool{}
-			if err := collectUIDs(ctx, q, can, `SELECT r.uid`+pick+lock, []any{string(candDoc)}); err != nil {
-				return err
-			}
-			if len(can) == 0 {
-				return errNoop
-			}
-			gone := make([]collectItem, 0, len(can))
-			for _, c := range cands {
-				if can[c.UID] {
-					gone = append(gone, collectItem{UID: c.UID, N: len(gone), Reason: byUID[c.UID].Reason})
-					purged = append(purged, c.UID)
-				}
-			}
-			goneDoc, err := json.Marshal(gone)
-			if err != nil {
-				return err
-			}
-			list, items = string(goneDoc), cd.Items("$1")
+			purged, err = collectStaged(ctx, q, cd, string(candDoc), first, now, ts, actor)
 		}
-		from := items + ` JOIN resources r ON r.uid = i.uid`
-		last := first + int64(len(purged)) - 1
-		stmts := []Stmt{
-			// A tombstone left by an earlier resource with the same UID
-			// is replaced, as Purge does.
-			{SQL: `DELETE FROM tombstones WHERE ` + cd.in("uid", `SELECT i.uid FROM `+items), Args: []any{list}},
-			// One DELETED event with the last stored state, as Kubernetes
-			// sends for an object deleted without finalizers.
-			{SQL: `INSERT INTO changes (version, type, kind, doc)
-SELECT CAST($2 AS BIGINT) + i.n, '` + string(catalog.EventDeleted) + `', r.kind, r.doc FROM ` + from + ` ORDER BY i.n`,
-				Args: []any{list, first}},
-			{SQL: `INSERT INTO tombstones (uid, kind, namespace, name, purged_at, doc)
-SELECT r.uid, r.kind, r.namespace, r.name, CAST($2 AS BIGINT), ` + cd.Tombstone(`CAST($3 AS TEXT)`, `CAST($4 AS TEXT)`) + ` FROM ` + from,
-				Args: []any{list, nanos(now), ts, actor}},
-			// One entry: the resource went from its phase to Purged.
-			{SQL: `INSERT INTO audit (` + strings.Join(auditCols, ", ") + `)
-SELECT CAST($2 AS BIGINT), CAST($3 AS TEXT), 'purge', r.kind, r.namespace, r.name, r.uid, r.phase, '` + string(catalog.PhasePurged) + `',
-  COALESCE(i.reason, ''), '' FROM ` + from + ` ORDER BY i.n`,
-				Args: []any{list, nanos(now), actor}},
-			{SQL: `DELETE FROM owner_edges WHERE ` + cd.in("dependent_uid", `SELECT i.uid FROM `+items), Args: []any{list}},
-			{SQL: `DELETE FROM reference_edges WHERE ` + cd.in("referrer_uid", `SELECT i.uid FROM `+items), Args: []any{list}},
-			{SQL: `DELETE FROM resources WHERE ` + cd.in("uid", `SELECT i.uid FROM `+items), Args: []any{list}},
-			// Give back the versions not used: the counter row is locked
-			// (one writer), so the feed sees no gap.
-			{SQL: `UPDATE lethe_version SET value = $1 WHERE id = 1`, Args: []any{last}},
-		}
-		if err := q.ExecBatch(ctx, stmts); err != nil {
+		if err != nil {
 			return err
 		}
-		return s.b.Notify(ctx, q, last)
+		if len(purged) == 0 {
+			return errNoop
+		}
+		return s.b.Notify(ctx, q, first+int64(len(purged))-1)
 	})
 	if errors.Is(err, errNoop) {
 		return nil, nil
@@ -182,18 +105,124 @@ SELECT CAST($2 AS BIGINT), CAST($3 AS TEXT), 'purge', r.kind, r.namespace, r.nam
 	return purged, nil
 }
 
-func collectUIDs(ctx context.Context, q Querier, into map[string]bool, sql string, args []any) error {
+// canGo is the condition on r, the resource of item i, that it can go at
+// once: its version is the item's, it is neither Deleting nor finalized,
+// and nothing depends on it or holds it.
+func canGo(cd CollectDialect) string {
+	return `r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND ` + cd.NoFinalizers + `
+  AND NOT EXISTS (SELECT 1 FROM owner_edges e WHERE e.owner_uid = r.uid)
+  AND NOT EXISTS (SELECT 1 FROM reference_edges e WHERE e.target_kind = r.kind AND e.target_namespace = r.namespace
+                  AND e.target_name = r.name AND e.on_target_delete <> 'allowDangling')`
+}
+
+// collectStaged is collectBatch with a stage table (CollectDialect.Stage):
+// one statement parses the list and picks the items that can go into the
+// stage table, numbered 0, 1, … in the caller's order, with the columns
+// the tombstones and audit entries need; then one statement per table
+// reads them from there. It returns the UIDs purged, in the items' order.
+func collectStaged(ctx context.Context, q Querier, cd CollectDialect, list string, first int64, now time.Time, ts, actor string) ([]string, error) {
+	for _, sql := range cd.Stage {
+		if _, err := q.Exec(ctx, sql); err != nil {
+			return nil, err
+		}
+	}
+	st := cd.StageTable
+	if _, err := q.Exec(ctx, `INSERT INTO `+st+` (n, uid, reason, kind, namespace, name, phase)
+SELECT row_number() OVER (ORDER BY i.n) - 1, i.uid, COALESCE(i.reason, ''), r.kind, r.namespace, r.name, r.phase
+FROM `+cd.Items("$1")+` JOIN resources r ON r.uid = i.uid
+WHERE `+canGo(cd), list); err != nil {
+		return nil, err
+	}
+	purged, err := queryUIDs(ctx, q, `SELECT uid FROM `+st+` ORDER BY n`)
+	if err != nil || len(purged) == 0 {
+		return nil, err
+	}
+	uids := `SELECT g.uid FROM ` + st + ` AS g`
+	return purged, q.ExecBatch(ctx, []Stmt{
+		// One DELETED event with the last stored state, as Kubernetes
+		// sends for an object deleted without finalizers.
+		{SQL: `INSERT INTO changes (version, type, kind, doc)
+SELECT CAST($1 AS BIGINT) + g.n, '` + string(catalog.EventDeleted) + `', r.kind, r.doc
+FROM ` + st + ` AS g JOIN resources r ON r.uid = g.uid ORDER BY g.n`, Args: []any{first}},
+		// A tombstone left by an earlier resource with the same UID is
+		// replaced, as Purge does.
+		{SQL: `INSERT INTO tombstones (uid, kind, namespace, name, purged_at, doc)
+SELECT g.uid, g.kind, g.namespace, g.name, CAST($1 AS BIGINT), ` + cd.Tombstone("g", `CAST($2 AS TEXT)`, `CAST($3 AS TEXT)`) + `
+FROM ` + st + ` AS g WHERE true
+ON CONFLICT (uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, name = excluded.name,
+  purged_at = excluded.purged_at, doc = excluded.doc`, Args: []any{nanos(now), ts, actor}},
+		// One entry: the resource went from its phase to Purged.
+		{SQL: `INSERT INTO audit (` + strings.Join(auditCols, ", ") + `)
+SELECT CAST($1 AS BIGINT), CAST($2 AS TEXT), 'purge', g.kind, g.namespace, g.name, g.uid, g.phase, '` + string(catalog.PhasePurged) + `',
+  g.reason, '' FROM ` + st + ` AS g ORDER BY g.n`, Args: []any{nanos(now), actor}},
+		{SQL: `DELETE FROM owner_edges WHERE ` + cd.in("dependent_uid", uids)},
+		{SQL: `DELETE FROM reference_edges WHERE ` + cd.in("referrer_uid", uids)},
+		{SQL: `DELETE FROM resources WHERE ` + cd.in("uid", uids)},
+		// Give back the versions not used: the counter row is locked
+		// (one writer), so the feed sees no gap.
+		{SQL: `UPDATE lethe_version SET value = $1 WHERE id = 1`, Args: []any{first + int64(len(purged)) - 1}},
+	})
+}
+
+// collectChain is collectBatch as one statement of data-modifying WITH
+// clauses (CollectDialect.ChainItems): the DELETE of the resources that
+// can go returns their rows, from which the DELETED events (versions
+// first, first + 1, ... in the items' order), tombstones (replacing one
+// left by an earlier resource with the same UID), audit entries and edge
+// deletes are written; the version counter gets back the versions not
+// used. The counter's row lock, taken first by every resource writer, is
+// what keeps the rows found unchanged until they are deleted: no row lock
+// is needed. It returns the UIDs purged, in the items' order.
+func collectChain(ctx context.Context, q Querier, cd CollectDialect, cands []collectItem, first int64, now time.Time, ts, actor string) ([]string, error) {
+	uids := make([]string, len(cands))
+	rvs := make([]int64, len(cands))
+	reasons := make([]string, len(cands))
+	for i, c := range cands {
+		uids[i], rvs[i], reasons[i] = c.UID, c.RV, c.Reason
+	}
+	return queryUIDs(ctx, q, `WITH gone AS (
+  DELETE FROM resources r USING `+cd.ChainItems+`
+  WHERE r.uid = i.uid AND `+canGo(cd)+`
+  RETURNING r.uid, r.kind, r.namespace, r.name, r.phase, r.doc, i.n, i.reason
+), g AS (
+  SELECT gone.*, row_number() OVER (ORDER BY gone.n) - 1 AS k FROM gone
+), changed AS (
+  INSERT INTO changes (version, type, kind, doc)
+  SELECT CAST($4 AS BIGINT) + g.k, '`+string(catalog.EventDeleted)+`', g.kind, g.doc FROM g ORDER BY g.k
+), buried AS (
+  INSERT INTO tombstones (uid, kind, namespace, name, purged_at, doc)
+  SELECT g.uid, g.kind, g.namespace, g.name, CAST($5 AS BIGINT), `+cd.Tombstone("g", `CAST($6 AS TEXT)`, `CAST($7 AS TEXT)`)+`
+  FROM g
+  ON CONFLICT (uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, name = excluded.name,
+    purged_at = excluded.purged_at, doc = excluded.doc
+), audited AS (
+  INSERT INTO audit (`+strings.Join(auditCols, ", ")+`)
+  SELECT CAST($5 AS BIGINT), CAST($7 AS TEXT), 'purge', g.kind, g.namespace, g.name, g.uid, g.phase, '`+string(catalog.PhasePurged)+`',
+    g.reason, '' FROM g ORDER BY g.k
+), owners AS (
+  DELETE FROM owner_edges WHERE `+cd.in("dependent_uid", `SELECT g.uid FROM g`)+`
+), refs AS (
+  DELETE FROM reference_edges WHERE `+cd.in("referrer_uid", `SELECT g.uid FROM g`)+`
+), counter AS (
+  UPDATE lethe_version SET value = CAST($4 AS BIGINT) - 1 + (SELECT count(*) FROM g) WHERE id = 1
+)
+SELECT g.uid FROM g ORDER BY g.k`, uids, rvs, reasons, first, nanos(now), ts, actor)
+}
+
+// queryUIDs returns the one text column of the rows of sql.
+func queryUIDs(ctx context.Context, q Querier, sql string, args ...any) ([]string, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rows.Close()
+	var out []string
 	for rows.Next() {
 		var uid string
 		if err := rows.Scan(&uid); err != nil {
-			return err
+			return nil, err
 		}
-		into[uid] = true
+		out = append(out, uid)
 	}
-	return rows.Err()
+	return out, rows.Err()
 }
