@@ -43,7 +43,7 @@ func cascadeSize(b *testing.B) (roots, deps int) {
 }
 
 func BenchmarkCascadeSQLite(b *testing.B) {
-	benchCascade(b, func(b *testing.B) (catalog.Store, func() time.Duration) {
+	benchCascade(b, func(b *testing.B) (catalog.Store, func() serverCPU) {
 		st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(b.TempDir(), "c.db"), &catalog.Config{})
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = st.Close() })
@@ -52,7 +52,7 @@ func BenchmarkCascadeSQLite(b *testing.B) {
 }
 
 func BenchmarkCascadeSQLiteNoopPlugin(b *testing.B) {
-	benchCascade(b, func(b *testing.B) (catalog.Store, func() time.Duration) {
+	benchCascade(b, func(b *testing.B) (catalog.Store, func() serverCPU) {
 		st, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(b.TempDir(), "c.db"), &catalog.Config{})
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = st.Close() })
@@ -65,7 +65,7 @@ func BenchmarkCascadePostgres(b *testing.B) {
 	if url == "" {
 		b.Skip("set LETHE_TEST_POSTGRES_URL")
 	}
-	benchCascade(b, func(b *testing.B) (catalog.Store, func() time.Duration) {
+	benchCascade(b, func(b *testing.B) (catalog.Store, func() serverCPU) {
 		buf := make([]byte, 6)
 		_, _ = rand.Read(buf)
 		schema := "lethe_gc_bench_" + hex.EncodeToString(buf)
@@ -81,7 +81,7 @@ func BenchmarkCascadePostgres(b *testing.B) {
 		st, err := drivers.Open(context.Background(), withAppName(url, schema), &catalog.Config{Schema: schema})
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = st.Close() })
-		return st, func() time.Duration { return backendCPU(b, url, schema) }
+		return st, func() serverCPU { return backendCPU(b, url, schema) }
 	}, false)
 }
 
@@ -94,12 +94,17 @@ func withAppName(url, name string) string {
 	return url + sep + "application_name=" + name
 }
 
-// backendCPU is the CPU time (user and system, from /proc) used so far by
-// the server processes of the connections named app: the PostgreSQL
+// serverCPU samples the CPU time (user and system, from /proc) used so far
+// by the server processes of the connections named app: the PostgreSQL
 // backends serving the store (the server must run on this machine). A
 // connection closed in between loses its share, so compare samples taken
-// while the pool is open.
-func backendCPU(b *testing.B, url, app string) time.Duration {
+// while the pool is open. reaped is the CPU time of the postmaster's
+// children that exited so far: parallel query workers (a few
+// milliseconds each, started and gone within a query), and any other
+// session's backend that exited meanwhile.
+type serverCPU struct{ backends, reaped time.Duration }
+
+func backendCPU(b *testing.B, url, app string) serverCPU {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(b, err)
@@ -108,24 +113,39 @@ func backendCPU(b *testing.B, url, app string) time.Duration {
 	require.NoError(b, err)
 	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	require.NoError(b, err)
-	var ticks int64
+	var out serverCPU
 	for _, pid := range pids {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // gone, or not on this machine
+		if f := procStat(pid); len(f) > 12 {
+			out.backends += ticks(f[11]) + ticks(f[12])
 		}
-		// pid (comm) state ppid ... : utime and stime are fields 14 and
-		// 15, the 12th and 13th after the command's closing parenthesis.
-		s := string(data)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + st
 	}
-	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
+	var self int32
+	require.NoError(b, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&self))
+	if f := procStat(self); len(f) > 1 {
+		if pm, err := strconv.Atoi(f[1]); err == nil {
+			if f := procStat(int32(pm)); len(f) > 14 {
+				out.reaped = ticks(f[13]) + ticks(f[14])
+			}
+		}
+	}
+	return out
+}
+
+// procStat returns the fields of /proc/pid/stat after the command (the
+// state first), or nil.
+func procStat(pid int32) []string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil // gone, or not on this machine
+	}
+	s := string(data)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+}
+
+// ticks converts a /proc/pid/stat time (clock ticks of USER_HZ, 100 per second).
+func ticks(f string) time.Duration {
+	n, _ := strconv.ParseInt(f, 10, 64)
+	return time.Duration(n) * (time.Second / 100)
 }
 
 // benchCascade loads ROOTS roots with DEPENDENTS dependents each
@@ -133,18 +153,19 @@ func backendCPU(b *testing.B, url, app string) time.Duration {
 // times from the Foreground delete requests of every root to the last
 // purge, with the collector running from the change feed. It reports
 // resources/s and the peak RSS of the process.
-// With serverCPU (PostgreSQL), it also reports the server's CPU time per
+// With a server CPU sampler (PostgreSQL), it also reports the server's CPU time per
 // resource.
-func benchCascade(b *testing.B, open func(*testing.B) (catalog.Store, func() time.Duration), noop bool) {
+func benchCascade(b *testing.B, open func(*testing.B) (catalog.Store, func() serverCPU), noop bool) {
 	roots, deps := cascadeSize(b)
 	total := roots * (deps + 1)
 	ctx := catalog.WithActor(context.Background(), "bench")
-	var elapsed, cpu, scpu time.Duration
-	var serverCPU func() time.Duration
+	var elapsed, cpu time.Duration
+	var scpu serverCPU
+	var sample func() serverCPU
 	for range b.N {
 		b.StopTimer()
 		var st catalog.Store
-		st, serverCPU = open(b)
+		st, sample = open(b)
 		cfg := gc.Config{Store: st, NoPlugins: true}
 		if noop {
 			dir := b.TempDir()
@@ -184,9 +205,9 @@ func benchCascade(b *testing.B, open func(*testing.B) (catalog.Store, func() tim
 		done := make(chan error, 1)
 		go func() { done <- c.Run(rctx) }()
 		b.StartTimer()
-		var scpu0 time.Duration
-		if serverCPU != nil {
-			scpu0 = serverCPU()
+		var scpu0 serverCPU
+		if sample != nil {
+			scpu0 = sample()
 		}
 		start, cpu0 := time.Now(), processCPU()
 		for _, k := range rootKeys {
@@ -205,8 +226,10 @@ func benchCascade(b *testing.B, open func(*testing.B) (catalog.Store, func() tim
 		elapsed += time.Since(start)
 		cpu += processCPU() - cpu0
 		b.StopTimer()
-		if serverCPU != nil {
-			scpu += serverCPU() - scpu0
+		if sample != nil {
+			s := sample()
+			scpu.backends += s.backends - scpu0.backends
+			scpu.reaped += s.reaped - scpu0.reaped
 		}
 		cancel()
 		require.NoError(b, <-done)
@@ -220,8 +243,9 @@ func benchCascade(b *testing.B, open func(*testing.B) (catalog.Store, func() tim
 	// the polling above; on PostgreSQL not the server's): steadier than
 	// the wall-clock rate on a shared machine.
 	b.ReportMetric(float64(cpu.Microseconds())/float64(total*b.N), "cpu-µs/resource")
-	if serverCPU != nil {
-		b.ReportMetric(float64(scpu.Microseconds())/float64(total*b.N), "server-cpu-µs/resource")
+	if sample != nil {
+		b.ReportMetric(float64(scpu.backends.Microseconds())/float64(total*b.N), "server-cpu-µs/resource")
+		b.ReportMetric(float64(scpu.reaped.Microseconds())/float64(total*b.N), "server-reaped-cpu-µs/resource")
 	}
 }
 

@@ -52,6 +52,30 @@ func Migrations() ([]sqlstore.Migration, error) {
 // with catalog.ErrSchemaTooNew.
 func Open(ctx context.Context, url string, cfg *catalog.Config) (catalog.Store, error) {
 	cfg = cfg.WithDefaults()
+	b, err := open(ctx, url, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sqlstore.New(b, cfg), nil
+}
+
+// sessionParams are the settings of Lethe's sessions, unless the
+// connection string sets them. Lethe's statements are lookups and
+// set-based writes of at most a batch. A parallel plan started worker
+// processes on every call: Dependents at 1M resources (owner_uid is left
+// unanalyzed, so an owner is estimated at 5,000 edges) ran as a Gather of
+// two workers, each costing the server more CPU than the lookup itself.
+// JIT compilation, whose cost comes back on every execution, is off for
+// the same reason: at 1M resources the largest plans (Referrers of a
+// target held by 100k resources, the scan by phase) were estimated at 70-
+// 80% of the default jit_above_cost, one misestimate away from it.
+var sessionParams = map[string]string{
+	"jit":                             "off",
+	"max_parallel_workers_per_gather": "0",
+}
+
+// open connects and migrates: Open without the store on top.
+func open(ctx context.Context, url string, cfg *catalog.Config) (*backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -64,6 +88,11 @@ func Open(ctx context.Context, url string, cfg *catalog.Config) (catalog.Store, 
 		return nil, parseError(url, err)
 	}
 	pcfg.MaxConns = int32(cfg.MaxConns) //nolint:gosec // Config.Validate keeps it within int32
+	for k, v := range sessionParams {
+		if _, set := pcfg.ConnConfig.RuntimeParams[k]; !set {
+			pcfg.ConnConfig.RuntimeParams[k] = v
+		}
+	}
 	channel := "lethe_changes"
 	if cfg.Schema != "" {
 		if err := createSchema(ctx, pcfg.ConnConfig.Copy(), cfg.Schema); err != nil {
@@ -99,7 +128,7 @@ func Open(ctx context.Context, url string, cfg *catalog.Config) (catalog.Store, 
 	if off {
 		b.stats = newStatsKeeper()
 	}
-	return sqlstore.New(b, cfg), nil
+	return b, nil
 }
 
 func createSchema(ctx context.Context, cc *pgx.ConnConfig, schema string) error {
