@@ -91,6 +91,11 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 			if len(purged) == 0 {
 				return errNoop
 			}
+			if c, ok := q.(InsertCounter); ok {
+				for _, table := range []string{"changes", "tombstones", "audit"} {
+					c.Inserted(table, len(purged))
+				}
+			}
 			return s.b.Notify(ctx, q, first+int64(len(purged))-1)
 		}
 		can := map[string]bool{}
