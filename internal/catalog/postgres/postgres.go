@@ -395,6 +395,9 @@ func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlstore
 	return pgRow{q.db.QueryRow(ctx, sql, args...)}
 }
 
+// Inserted implements sqlstore.InsertCounter.
+func (q querier) Inserted(table string, rows int) { q.stats.inserted(table, rows) }
+
 // ExecBatch pipelines the statements in one round trip (pgx.Batch).
 func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
 	if len(stmts) == 1 {

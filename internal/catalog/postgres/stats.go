@@ -29,9 +29,10 @@ type statsKeeper struct {
 // (lookups by the non-unique edge columns, joins with resources) or on
 // their size when a connection cached a generic plan: ANALYZE also
 // invalidates the cached plans of a table. tombstones fills up during a
-// cascade (CollectBatch's INSERT ... SELECT); its DELETE by uid, planned
-// generically while the table was nearly empty, stayed a sequential scan
-// on the connections that had cached it, however large it grew.
+// cascade (CollectBatch's inserts, which it reports with Inserted): a
+// statement on it planned generically while the table was nearly empty
+// (CollectBatch's former DELETE by uid) stayed a sequential scan on the
+// connections that had cached it, however large the table grew.
 // Only its uid column is analyzed, whose statistics target migration 007
 // sets to 1 (a sample of 300 rows): the invalidation is what counts.
 var statsTables = map[string]bool{"resources": true, "owner_edges": true, "reference_edges": true, "tombstones": true}

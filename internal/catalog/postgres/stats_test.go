@@ -49,6 +49,42 @@ func TestBulkLoadAnalyzesWhenAutovacuumIsOff(t *testing.T) {
 		"200 new edges and resources pass the threshold (50 + 10%)")
 }
 
+// CollectBatch's inserts count too, though they are one statement of
+// data-modifying WITH clauses: a cascade leaves tombstones analyzed (the
+// ANALYZE invalidates the plans connections cached while it was small).
+func TestCollectBatchAnalyzesTombstonesWhenAutovacuumIsOff(t *testing.T) {
+	t.Parallel()
+	ctx := catalog.WithActor(context.Background(), "tester")
+	url := testURL(t)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var av string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT current_setting('autovacuum')`).Scan(&av))
+	if av != "off" {
+		t.Skip("the server's autovacuum is on: it analyzes the tables itself")
+	}
+	s, schema := openInSchema(t, url)
+	batch := make([]*catalog.Resource, 200)
+	for i := range batch {
+		batch[i] = &catalog.Resource{Kind: "Snapshot", Name: fmt.Sprintf("s-%03d", i)}
+	}
+	created, err := s.CreateBatch(ctx, batch)
+	require.NoError(t, err)
+	items := make([]catalog.CollectItem, len(created))
+	for i, r := range created {
+		items[i] = catalog.CollectItem{UID: r.UID, ResourceVersion: r.ResourceVersion}
+	}
+	gone, err := s.CollectBatch(ctx, items)
+	require.NoError(t, err)
+	require.Len(t, gone, len(items))
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stats WHERE schemaname = $1 AND tablename = 'tombstones'`, schema).Scan(&n))
+		return n > 0
+	}, 10*time.Second, 20*time.Millisecond, "200 new tombstones pass the threshold (50 + 10%)")
+}
+
 // CollectBatch checks that nothing holds a candidate (a reference that is
 // not allowDangling). Once analyzed, the planner knows that almost every
 // reference allows dangling; without the partial index of migration 007

@@ -27,6 +27,14 @@ type Querier interface {
 	InsertRows(ctx context.Context, table string, cols []string, rows [][]any) error
 }
 
+// InsertCounter is implemented by a Querier that counts the rows inserted
+// into tables (PostgreSQL: to analyze them when autovacuum is off). It
+// sees the INSERTs it runs itself; a statement whose inserts it cannot
+// see (a data-modifying WITH) reports them with Inserted.
+type InsertCounter interface {
+	Inserted(table string, rows int)
+}
+
 // InsertSQL is INSERT INTO table (cols) VALUES ($1, …).
 func InsertSQL(table string, cols []string) string {
 	ph := make([]string, len(cols))

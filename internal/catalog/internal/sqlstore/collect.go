@@ -85,6 +85,13 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 		}
 		if cd.ChainItems != "" {
 			purged, err = collectChain(ctx, q, cd, cands, first, now, ts, actor)
+			if c, ok := q.(InsertCounter); ok && err == nil {
+				// The chained statement's inserts are not seen by the
+				// querier (they are in WITH clauses): report them.
+				for _, table := range []string{"changes", "tombstones", "audit"} {
+					c.Inserted(table, len(purged))
+				}
+			}
 		} else {
 			purged, err = collectStaged(ctx, q, cd, string(candDoc), first, now, ts, actor)
 		}
