@@ -20,14 +20,7 @@ func TestBulkLoadAnalyzesWhenAutovacuumIsOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testURL(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	var av string
-	require.NoError(t, conn.QueryRow(ctx, `SELECT current_setting('autovacuum')`).Scan(&av))
-	if av != "off" {
-		t.Skip("the server's autovacuum is on: it analyzes the tables itself")
-	}
+	conn := autovacuumOffConn(ctx, t, url)
 	s, schema := openInSchema(t, url)
 	analyzed := func(table string) bool {
 		var n int
@@ -56,14 +49,7 @@ func TestCollectBatchAnalyzesTombstonesWhenAutovacuumIsOff(t *testing.T) {
 	t.Parallel()
 	ctx := catalog.WithActor(context.Background(), "tester")
 	url := testURL(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	var av string
-	require.NoError(t, conn.QueryRow(ctx, `SELECT current_setting('autovacuum')`).Scan(&av))
-	if av != "off" {
-		t.Skip("the server's autovacuum is on: it analyzes the tables itself")
-	}
+	conn := autovacuumOffConn(ctx, t, url)
 	s, schema := openInSchema(t, url)
 	batch := make([]*catalog.Resource, 200)
 	for i := range batch {
@@ -179,4 +165,19 @@ func openInSchema(t *testing.T, url string) (catalog.Store, string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s, schema
+}
+
+// autovacuumOffConn connects to url, closed when the test ends, and skips
+// the test unless the server's autovacuum is off.
+func autovacuumOffConn(ctx context.Context, t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	var av string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT current_setting('autovacuum')`).Scan(&av))
+	if av != "off" {
+		t.Skip("the server's autovacuum is on: it analyzes the tables itself")
+	}
+	return conn
 }
