@@ -80,7 +80,8 @@ type Lifecycle interface {
 	// is a no-op that returns the resource unchanged.
 	RemoveFinalizer(ctx context.Context, k Key, finalizer string) (*Resource, error)
 	// Purge: Deleting with no finalizers → gone, leaving a Tombstone. Only
-	// a Deleting resource can be purged; Force skips remaining finalizers.
+	// a Deleting resource can be purged; Force skips remaining finalizers;
+	// opts.Finalizer is removed first, in the same transaction.
 	Purge(ctx context.Context, k Key, opts PurgeOptions) error
 	// DueScheduled returns Scheduled resources due at or before t, oldest
 	// first, from an index.

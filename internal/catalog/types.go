@@ -169,6 +169,13 @@ type PurgeOptions struct {
 	Force   bool
 	Reason  string
 	Details json.RawMessage
+	// Finalizer, when set and present, is removed first, in the same
+	// transaction, exactly as RemoveFinalizer removes it (its UPDATED
+	// event and remove-finalizer audit entry, one version before the
+	// DELETED event): the holder of the last finalizer finishes and
+	// purges in one write. If the purge is refused (another finalizer
+	// remains), nothing is written and the finalizer stays.
+	Finalizer string
 }
 
 // Tombstone is what remains of a purged resource.

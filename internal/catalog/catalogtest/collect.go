@@ -1,8 +1,11 @@
 package catalogtest
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lethehq/lethe/internal/catalog"
@@ -170,4 +173,142 @@ func testPurgeTakesTheEdges(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.ElementsMatch(t, []string{owner.UID, target.UID}, got, "no edge of the purged dependent is left (%s)", suffix)
 	}
+}
+
+// testPurgeRemovesItsFinalizer: Purge with Finalizer writes what
+// RemoveFinalizer and then Purge write (an UPDATED event without the
+// finalizer, then the DELETED event at the next version; a
+// remove-finalizer then a purge audit entry), in one transaction; when
+// another finalizer remains it is refused and writes nothing.
+func testPurgeRemovesItsFinalizer(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	ctx := catalog.WithActor(f.ctx, "gc")
+	held := f.create(t, res("App", "ns", "held", nil))
+	_, err := f.s.Delete(ctx, held.Key(), catalog.DeleteOptions{Finalizers: []string{catalog.FinalizerCascade, "example.com/drain"}})
+	require.NoError(t, err)
+	v0, err := f.s.CurrentVersion(f.ctx)
+	require.NoError(t, err)
+	err = f.s.Purge(ctx, held.Key(), catalog.PurgeOptions{Finalizer: catalog.FinalizerCascade})
+	requireTransition(t, err, catalog.PhaseDeleting, catalog.PhasePurged)
+	cur, err := f.s.Get(f.ctx, held.Key())
+	require.NoError(t, err)
+	require.Equal(t, []string{catalog.FinalizerCascade, "example.com/drain"}, cur.Finalizers, "refused: nothing removed")
+	v, err := f.s.CurrentVersion(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, v0, v, "refused: no version used")
+
+	r := f.create(t, res("App", "ns", "last", nil))
+	d, err := f.s.Delete(ctx, r.Key(), catalog.DeleteOptions{Finalizers: []string{catalog.FinalizerCascade}})
+	require.NoError(t, err)
+	sub, err := f.s.Watch(f.ctx, catalog.WatchOptions{FromVersion: d.ResourceVersion})
+	require.NoError(t, err)
+	defer sub.Close()
+	require.NoError(t, f.s.Purge(ctx, r.Key(), catalog.PurgeOptions{Finalizer: catalog.FinalizerCascade, Reason: "cascade done"}))
+	evs := collect(t, sub, 2)
+	require.Equal(t, catalog.EventUpdated, evs[0].Type)
+	require.Equal(t, d.ResourceVersion+1, evs[0].Version)
+	require.Empty(t, evs[0].Resource.Finalizers)
+	require.Equal(t, catalog.PhaseDeleting, evs[0].Resource.Phase)
+	require.Equal(t, catalog.EventDeleted, evs[1].Type)
+	require.Equal(t, d.ResourceVersion+2, evs[1].Version)
+	require.Empty(t, evs[1].Resource.Finalizers)
+	_, err = f.s.Get(f.ctx, r.Key())
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	ts, err := f.s.GetTombstone(f.ctx, r.Key())
+	require.NoError(t, err)
+	require.Equal(t, "cascade done", ts.Reason)
+	entries, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{UID: r.UID})
+	require.NoError(t, err)
+	var actions []string
+	for _, e := range entries {
+		actions = append(actions, e.Action+" "+string(e.FromPhase)+"→"+string(e.ToPhase)+" "+e.Reason)
+	}
+	require.Equal(t, []string{
+		"create →Active ",
+		"delete Active→Deleting ",
+		"remove-finalizer Deleting→Deleting " + catalog.FinalizerCascade,
+		"purge Deleting→Purged cascade done",
+	}, actions)
+
+	// An absent finalizer: a plain purge.
+	r2 := f.create(t, res("App", "ns", "plain", nil))
+	_, err = f.s.Delete(ctx, r2.Key(), catalog.DeleteOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.s.Purge(ctx, r2.Key(), catalog.PurgeOptions{Finalizer: catalog.FinalizerCascade}))
+	entries, err = f.s.ListAudit(f.ctx, catalog.AuditFilter{UID: r2.UID})
+	require.NoError(t, err)
+	require.Equal(t, "purge", entries[len(entries)-1].Action)
+	require.Equal(t, "delete", entries[len(entries)-2].Action)
+}
+
+// testCollectBatchConcurrentWriters: batch purges race with writers that
+// give the candidates dependents. CollectBatch is serialized with every
+// resource writer (the version counter's lock, taken before it looks):
+// no dependent is left owned by a purged resource, no write fails, and
+// the feed's versions stay consecutive.
+func testCollectBatchConcurrentWriters(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	const owners = 150
+	var cands []*catalog.Resource
+	for i := range owners {
+		cands = append(cands, f.create(t, res("App", "ns", fmt.Sprintf("owner-%03d", i), nil)))
+	}
+	v0, err := f.s.CurrentVersion(f.ctx)
+	require.NoError(t, err)
+	sub, err := f.s.Watch(f.ctx, catalog.WatchOptions{FromVersion: v0})
+	require.NoError(t, err)
+	defer sub.Close()
+
+	var (
+		wg         sync.WaitGroup
+		mu         sync.Mutex
+		purged     int
+		dependents []*catalog.Resource
+	)
+	wg.Add(3)
+	go func() { // the collector, in small batches
+		defer wg.Done()
+		for i := 0; i < owners; i += 3 {
+			var items []catalog.CollectItem
+			for _, c := range cands[i : i+3] {
+				items = append(items, catalog.CollectItem{UID: c.UID, ResourceVersion: c.ResourceVersion})
+			}
+			got, err := f.s.CollectBatch(f.ctx, items)
+			assert.NoError(t, err)
+			mu.Lock()
+			purged += len(got)
+			mu.Unlock()
+		}
+	}()
+	for w := range 2 { // writers giving the candidates dependents
+		go func() {
+			defer wg.Done()
+			for i := w; i < owners; i += 2 {
+				c := cands[i]
+				// WriteBatch checks that the owner exists (Create does not).
+				ds, err := f.s.WriteBatch(f.ctx, []catalog.Write{{Create: true, Resource: &catalog.Resource{
+					Kind: "Pod", Namespace: "ns", Name: fmt.Sprintf("dep-%03d", i),
+					Owners: []catalog.OwnerRef{{UID: c.UID, Kind: c.Kind, Name: c.Name}}}}})
+				if err != nil {
+					assert.ErrorIs(t, err, catalog.ErrNotFound, "only a purged owner refuses the dependent")
+					continue
+				}
+				mu.Lock()
+				dependents = append(dependents, ds[0])
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, d := range dependents {
+		_, err := f.s.GetByUID(f.ctx, d.Owners[0].UID)
+		assert.NoError(t, err, "%s was created with its owner, so the owner was not purged", d.Key())
+	}
+	evs := collect(t, sub, purged+len(dependents))
+	for i, ev := range evs {
+		require.Equal(t, v0+int64(i)+1, ev.Version, "versions are consecutive")
+	}
+	cv, err := f.s.CurrentVersion(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, v0+int64(len(evs)), cv)
 }

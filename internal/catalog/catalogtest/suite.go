@@ -88,6 +88,8 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("CollectBatch", func(t *testing.T) { testCollectBatch(t, newStore) })
 	t.Run("CollectBatchReplacesTombstone", func(t *testing.T) { testCollectBatchReplacesTombstone(t, newStore) })
 	t.Run("PurgeTakesTheEdges", func(t *testing.T) { testPurgeTakesTheEdges(t, newStore) })
+	t.Run("PurgeRemovesItsFinalizer", func(t *testing.T) { testPurgeRemovesItsFinalizer(t, newStore) })
+	t.Run("CollectBatchConcurrentWriters", func(t *testing.T) { testCollectBatchConcurrentWriters(t, newStore) })
 	t.Run("LeaderLease", func(t *testing.T) { testLeaderLease(t, newStore) })
 	t.Run("LeaderLeaseRace", func(t *testing.T) { testLeaderLeaseRace(t, newStore) })
 	t.Run("Wakeups", func(t *testing.T) { testWakeups(t, newStore) })

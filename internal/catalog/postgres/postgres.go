@@ -4,15 +4,18 @@
 //   - Claims lease work with a FOR UPDATE SKIP LOCKED CTE followed by
 //     UPDATE … RETURNING, so concurrent claimers never block on or double
 //     claim an item.
-//   - Versions: every resource write first bumps the one-row lethe_version
-//     counter (UPDATE … RETURNING). The row lock is held until commit, so
-//     resource writers are serialized while they assign versions and
-//     commit in version order: a subscriber that has read up to N can
-//     never later find a committed change with a version ≤ N. (This is the
-//     transaction-level advisory lock pattern, with the lock on the
-//     counter itself.)
+//   - Versions: every resource write first locks the one-row lethe_version
+//     counter (UPDATE … RETURNING; the batch purge takes it with SELECT …
+//     FOR UPDATE and advances it at the end of its one statement). The row
+//     lock is held until commit, so resource writers are serialized while
+//     they assign versions and commit in version order: a subscriber that
+//     has read up to N can never later find a committed change with a
+//     version ≤ N. (This is the transaction-level advisory lock pattern,
+//     with the lock on the counter itself.) The statements after the lock
+//     are pipelined (pgx.Batch): the lock is held for one round trip and
+//     the commit, not one per statement.
 //   - Change feed: the writing transaction runs pg_notify(channel,
-//     version), delivered at commit. A subscriber LISTENs on a dedicated
+//     version), with its last statements, delivered at commit. A subscriber LISTENs on a dedicated
 //     connection (one per subscription, outside the pool) before reading
 //     the backlog, and on each notification (or every 10×PollInterval,
 //     as a safety net) re-reads the changes table after its last version.
@@ -243,7 +246,7 @@ RETURNING w.id, w.queue, w.key, w.payload, w.run_at, w.holder, w.lease_expires_a
 // records, the documents left as text (never parsed).
 func collectDialect() sqlstore.CollectDialect {
 	return sqlstore.CollectDialect{
-		ChainItems: `unnest(CAST($1 AS TEXT[]), CAST($2 AS BIGINT[]), CAST($3 AS TEXT[])) WITH ORDINALITY AS i(uid, rv, reason, n)`,
+		ChainItems: `unnest(CAST($1 AS TEXT[]), CAST($2 AS BIGINT[]), CAST($3 AS TEXT[]), CAST($4 AS TEXT[])) WITH ORDINALITY AS i(uid, rv, reason, tomb, n)`,
 		// A text search, not a parse: a document with a finalizer always
 		// has the member; one without may match elsewhere (a label named
 		// so), which only sends it the slow way.
@@ -276,9 +279,8 @@ func (b *backend) WriteTx(ctx context.Context, fn func(sqlstore.Querier) error) 
 	return nil
 }
 
-func (b *backend) Notify(ctx context.Context, q sqlstore.Querier, version int64) error {
-	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel, strconv.FormatInt(version, 10))
-	return err
+func (b *backend) Notify() []sqlstore.Stmt {
+	return []sqlstore.Stmt{{SQL: `SELECT pg_notify($1, value::text) FROM lethe_version WHERE id = 1`, Args: []any{b.channel}}}
 }
 
 func (b *backend) Listen(ctx context.Context) (sqlstore.Listener, error) {
@@ -400,6 +402,9 @@ func (q querier) Inserted(table string, rows int) { q.stats.inserted(table, rows
 
 // ExecBatch pipelines the statements in one round trip (pgx.Batch).
 func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
+	if len(stmts) == 0 {
+		return nil
+	}
 	if len(stmts) == 1 {
 		tag, err := q.db.Exec(ctx, stmts[0].SQL, stmts[0].Args...)
 		if err == nil {
@@ -419,6 +424,31 @@ func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
 			return err
 		}
 		q.stats.insertedBy(s.SQL, tag.RowsAffected())
+	}
+	return br.Close()
+}
+
+// QueryBatch pipelines the statements in one round trip (pgx.Batch).
+func (q querier) QueryBatch(ctx context.Context, stmts []sqlstore.Stmt, scan func(int, sqlstore.Rows) error) error {
+	var batch pgx.Batch
+	for _, s := range stmts {
+		batch.Queue(s.SQL, s.Args...)
+	}
+	br := q.db.SendBatch(ctx, &batch)
+	for i, s := range stmts {
+		rows, err := br.Query()
+		if err == nil {
+			err = scan(i, pgRows{rows})
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+		if err != nil {
+			_ = br.Close()
+			return err
+		}
+		q.stats.insertedBy(s.SQL, rows.CommandTag().RowsAffected())
 	}
 	return br.Close()
 }

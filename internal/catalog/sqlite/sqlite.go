@@ -176,7 +176,7 @@ func (b *backend) WriteTx(ctx context.Context, fn func(sqlstore.Querier) error) 
 	return nil
 }
 
-func (b *backend) Notify(context.Context, sqlstore.Querier, int64) error { return nil }
+func (b *backend) Notify() []sqlstore.Stmt { return nil }
 
 // NotifyWake does nothing: SQLite has no channel to other processes; the
 // Store wakes this process's subscribers itself, and other processes on
@@ -274,6 +274,25 @@ func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlsto
 func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
 	for _, s := range stmts {
 		if _, err := q.db.ExecContext(ctx, s.SQL, s.Args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// QueryBatch runs the statements one after the other.
+func (q querier) QueryBatch(ctx context.Context, stmts []sqlstore.Stmt, scan func(int, sqlstore.Rows) error) error {
+	for i, s := range stmts {
+		rows, err := q.Query(ctx, s.SQL, s.Args...)
+		if err != nil {
+			return err
+		}
+		err = scan(i, rows)
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+		if err != nil {
 			return err
 		}
 	}

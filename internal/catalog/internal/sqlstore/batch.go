@@ -117,7 +117,7 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 			}
 			out[i] = next
 		}
-		return s.b.Notify(ctx, q, first+int64(len(ws))-1)
+		return q.ExecBatch(ctx, s.b.Notify())
 	})
 	if err != nil {
 		return nil, s.mapErr(err)

@@ -78,13 +78,8 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}
-		// Lock the version counter first, as every resource writer does.
-		first, err := nextVersions(ctx, q, len(cands))
-		if err != nil {
-			return err
-		}
 		if cd.ChainItems != "" {
-			purged, err = collectChain(ctx, q, cd, cands, first, now, ts, actor)
+			purged, err = collectChain(ctx, q, cd, cands, now, ts, actor, s.b.Notify())
 			if c, ok := q.(InsertCounter); ok && err == nil {
 				// The chained statement's inserts are not seen by the
 				// querier (they are in WITH clauses): report them.
@@ -92,16 +87,24 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 					c.Inserted(table, len(purged))
 				}
 			}
-		} else {
-			purged, err = collectStaged(ctx, q, cd, string(candDoc), first, now, ts, actor)
+			if err == nil && len(purged) == 0 {
+				return errNoop
+			}
+			return err
 		}
+		// Lock the version counter first, as every resource writer does.
+		first, err := nextVersions(ctx, q, len(cands))
+		if err != nil {
+			return err
+		}
+		purged, err = collectStaged(ctx, q, cd, string(candDoc), first, now, ts, actor)
 		if err != nil {
 			return err
 		}
 		if len(purged) == 0 {
 			return errNoop
 		}
-		return s.b.Notify(ctx, q, first+int64(len(purged))-1)
+		return q.ExecBatch(ctx, s.b.Notify())
 	})
 	if errors.Is(err, errNoop) {
 		return nil, nil
@@ -173,47 +176,91 @@ SELECT CAST($1 AS BIGINT), CAST($2 AS TEXT), 'purge', g.kind, g.namespace, g.nam
 
 // collectChain is collectBatch as one statement of data-modifying WITH
 // clauses (CollectDialect.ChainItems): the DELETE of the resources that
-// can go returns their rows, from which the DELETED events (versions
-// first, first + 1, ... in the items' order), tombstones (replacing one
+// can go returns their rows, from which the DELETED events (the versions
+// after the counter's, in the items' order), tombstones (replacing one
 // left by an earlier resource with the same UID), audit entries and edge
-// deletes are written; the version counter gets back the versions not
-// used. The counter's row lock, taken first by every resource writer, is
-// what keeps the rows found unchanged until they are deleted: no row lock
-// is needed. It returns the UIDs purged, in the items' order.
-func collectChain(ctx context.Context, q Querier, cd CollectDialect, cands []collectItem, first int64, now time.Time, ts, actor string) ([]string, error) {
+// deletes are written, and the counter is advanced past them. The
+// counter's row lock, taken first by every resource writer, is what keeps
+// the rows found unchanged until they are deleted: no row lock is needed.
+// The lock, the statement and notify are sent in one round trip: the
+// statement starts (and takes its snapshot) once the lock is held, and the
+// lock is not held across a round trip to this process before the commit.
+// It returns the UIDs purged, in the items' order.
+func collectChain(ctx context.Context, q Querier, cd CollectDialect, cands []collectItem, now time.Time, ts, actor string, notify []Stmt) ([]string, error) {
 	uids := make([]string, len(cands))
 	rvs := make([]int64, len(cands))
 	reasons := make([]string, len(cands))
+	tombs := make([]string, len(cands))
+	// The tombstone documents, without their key (GetTombstone fills it
+	// from the row's columns): the same fields for every item but the
+	// UID and the reason.
+	actorJSON, err := json.Marshal(actor)
+	if err != nil {
+		return nil, err
+	}
+	tail := `,"purgedAt":"` + ts + `","actor":` + string(actorJSON)
 	for i, c := range cands {
 		uids[i], rvs[i], reasons[i] = c.UID, c.RV, c.Reason
+		uid, err := json.Marshal(c.UID)
+		if err != nil {
+			return nil, err
+		}
+		doc := `{"uid":` + string(uid) + tail
+		if c.Reason != "" {
+			reason, err := json.Marshal(c.Reason)
+			if err != nil {
+				return nil, err
+			}
+			doc += `,"reason":` + string(reason)
+		}
+		tombs[i] = doc + `}`
 	}
-	return queryUIDs(ctx, q, `WITH gone AS (
-  DELETE FROM resources r USING `+cd.ChainItems+`
-  WHERE r.uid = i.uid AND `+canGo(cd)+`
-  RETURNING r.uid, r.kind, r.namespace, r.name, r.phase, r.doc, i.n, i.reason
+	chain := `WITH base AS (
+  SELECT value FROM lethe_version WHERE id = 1
+), gone AS (
+  DELETE FROM resources r USING ` + cd.ChainItems + `
+  WHERE r.uid = i.uid AND ` + canGo(cd) + `
+  RETURNING r.uid, r.kind, r.namespace, r.name, r.phase, r.doc, i.n, i.reason, i.tomb
 ), g AS (
   SELECT gone.*, row_number() OVER (ORDER BY gone.n) - 1 AS k FROM gone
 ), changed AS (
   INSERT INTO changes (version, type, kind, doc)
-  SELECT CAST($4 AS BIGINT) + g.k, '`+string(catalog.EventDeleted)+`', g.kind, g.doc FROM g ORDER BY g.k
+  SELECT base.value + 1 + g.k, '` + string(catalog.EventDeleted) + `', g.kind, g.doc FROM g, base ORDER BY g.k
 ), buried AS (
   INSERT INTO tombstones (uid, kind, namespace, name, purged_at, doc)
-  SELECT g.uid, g.kind, g.namespace, g.name, CAST($5 AS BIGINT), `+cd.Tombstone("g", `CAST($6 AS TEXT)`, `CAST($7 AS TEXT)`)+`
+  SELECT g.uid, g.kind, g.namespace, g.name, CAST($5 AS BIGINT), g.tomb
   FROM g
   ON CONFLICT (uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace, name = excluded.name,
     purged_at = excluded.purged_at, doc = excluded.doc
 ), audited AS (
-  INSERT INTO audit (`+strings.Join(auditCols, ", ")+`)
-  SELECT CAST($5 AS BIGINT), CAST($7 AS TEXT), 'purge', g.kind, g.namespace, g.name, g.uid, g.phase, '`+string(catalog.PhasePurged)+`',
+  INSERT INTO audit (` + strings.Join(auditCols, ", ") + `)
+  SELECT CAST($5 AS BIGINT), CAST($6 AS TEXT), 'purge', g.kind, g.namespace, g.name, g.uid, g.phase, '` + string(catalog.PhasePurged) + `',
     g.reason, '' FROM g ORDER BY g.k
 ), owners AS (
-  DELETE FROM owner_edges WHERE `+cd.in("dependent_uid", `SELECT g.uid FROM g`)+`
+  DELETE FROM owner_edges WHERE ` + cd.in("dependent_uid", `SELECT g.uid FROM g`) + `
 ), refs AS (
-  DELETE FROM reference_edges WHERE `+cd.in("referrer_uid", `SELECT g.uid FROM g`)+`
+  DELETE FROM reference_edges WHERE ` + cd.in("referrer_uid", `SELECT g.uid FROM g`) + `
 ), counter AS (
-  UPDATE lethe_version SET value = CAST($4 AS BIGINT) - 1 + (SELECT count(*) FROM g) WHERE id = 1
+  UPDATE lethe_version SET value = (SELECT value FROM base) + (SELECT count(*) FROM g) WHERE id = 1
 )
-SELECT g.uid FROM g ORDER BY g.k`, uids, rvs, reasons, first, nanos(now), ts, actor)
+SELECT g.uid FROM g ORDER BY g.k`
+	stmts := append([]Stmt{
+		// Lock the version counter first, as every resource writer does.
+		{SQL: `SELECT value FROM lethe_version WHERE id = 1 FOR UPDATE`},
+		{SQL: chain, Args: []any{uids, rvs, reasons, tombs, nanos(now), actor}},
+	}, notify...)
+	var purged []string
+	err = q.QueryBatch(ctx, stmts, func(i int, rows Rows) error {
+		for i == 1 && rows.Next() {
+			var uid string
+			if err := rows.Scan(&uid); err != nil {
+				return err
+			}
+			purged = append(purged, uid)
+		}
+		return nil
+	})
+	return purged, err
 }
 
 // queryUIDs returns the one text column of the rows of sql.

@@ -29,8 +29,8 @@ ON CONFLICT (target_kind, target_namespace, target_name, referrer_uid) DO UPDATE
 // Dependents implements catalog.Store, from the owner_edges index; ordered
 // by kind, namespace and name.
 func (s *Store) Dependents(ctx context.Context, ownerUID string) ([]*catalog.Resource, error) {
-	out, err := s.queryResources(ctx, s.b.Reader(), `SELECT r.doc FROM owner_edges e JOIN resources r ON r.uid = e.dependent_uid
-WHERE e.owner_uid = $1`, ownerUID)
+	out, err := s.queryResources(ctx, s.b.Reader(), `SELECT r.doc FROM resources r
+WHERE `+s.d.Collect.in("r.uid", `SELECT e.dependent_uid FROM owner_edges e WHERE e.owner_uid = $1`), ownerUID)
 	sortResources(out)
 	return out, err
 }
@@ -38,8 +38,9 @@ WHERE e.owner_uid = $1`, ownerUID)
 // Referrers implements catalog.Store, from the reference_edges index.
 // References match the target's kind, namespace and name literally.
 func (s *Store) Referrers(ctx context.Context, target catalog.Key) ([]*catalog.Resource, error) {
-	out, err := s.queryResources(ctx, s.b.Reader(), `SELECT r.doc FROM reference_edges e JOIN resources r ON r.uid = e.referrer_uid
-WHERE e.target_kind = $1 AND e.target_namespace = $2 AND e.target_name = $3`, target.Kind, target.Namespace, target.Name)
+	out, err := s.queryResources(ctx, s.b.Reader(), `SELECT r.doc FROM resources r
+WHERE `+s.d.Collect.in("r.uid", `SELECT e.referrer_uid FROM reference_edges e
+  WHERE e.target_kind = $1 AND e.target_namespace = $2 AND e.target_name = $3`), target.Kind, target.Namespace, target.Name)
 	sortResources(out)
 	return out, err
 }

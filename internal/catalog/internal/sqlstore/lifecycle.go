@@ -156,16 +156,36 @@ func (s *Store) Purge(ctx context.Context, k catalog.Key, opts catalog.PurgeOpti
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}
-		ver, err := nextVersions(ctx, q, 1)
-		if err != nil {
-			return err
-		}
-		cur, err := s.getOne(ctx, q, k.String(), resourceByKey+s.d.ForUpdate, k.Kind, k.Namespace, k.Name)
+		ver, cur, err := s.lockAndGet(ctx, q, 1, k)
 		if err != nil {
 			return err
 		}
 		if cur.Phase != catalog.PhaseDeleting {
 			return transitionErr(cur, catalog.PhasePurged, "only a Deleting resource can be purged")
+		}
+		var pre []Stmt
+		if i := slices.Index(cur.Finalizers, opts.Finalizer); opts.Finalizer != "" && i >= 0 {
+			// RemoveFinalizer's writes, at this version; the purge takes
+			// the next one (the counter's lock is held).
+			next := clone(cur)
+			next.Finalizers = slices.Delete(next.Finalizers, i, i+1)
+			if len(next.Finalizers) == 0 {
+				next.Finalizers = nil
+			}
+			next.ResourceVersion = ver
+			next.UpdatedAt = now
+			doc, err := encode(next)
+			if err != nil {
+				return err
+			}
+			pre = []Stmt{
+				changeStmt(catalog.EventUpdated, ver, next, doc),
+				auditStmt(catalog.AuditEntry{Time: now, Actor: catalog.ActorFrom(ctx), Action: "remove-finalizer",
+					Kind: next.Kind, Namespace: next.Namespace, Name: next.Name, UID: next.UID,
+					FromPhase: cur.Phase, ToPhase: next.Phase, Reason: opts.Finalizer}),
+				{SQL: `UPDATE lethe_version SET value = value + 1 WHERE id = 1`},
+			}
+			cur, ver = next, ver+1
 		}
 		if len(cur.Finalizers) > 0 && !opts.Force {
 			return transitionErr(cur, catalog.PhasePurged,
@@ -195,7 +215,7 @@ func (s *Store) Purge(ctx context.Context, k catalog.Key, opts catalog.PurgeOpti
 			}
 			details, _ = json.Marshal(m)
 		}
-		if err := q.ExecBatch(ctx, []Stmt{
+		if err := q.ExecBatch(ctx, append(append(pre, []Stmt{
 			{SQL: `DELETE FROM owner_edges WHERE dependent_uid = $1`, Args: []any{cur.UID}},
 			{SQL: `DELETE FROM reference_edges WHERE referrer_uid = $1`, Args: []any{cur.UID}},
 			{SQL: `DELETE FROM resources WHERE uid = $1`, Args: []any{cur.UID}},
@@ -205,10 +225,10 @@ ON CONFLICT (uid) DO UPDATE SET purged_at = excluded.purged_at, doc = excluded.d
 			ch,
 			auditStmt(catalog.AuditEntry{Time: now, Actor: catalog.ActorFrom(ctx), Action: action, Kind: k.Kind, Namespace: k.Namespace,
 				Name: k.Name, UID: cur.UID, FromPhase: cur.Phase, ToPhase: catalog.PhasePurged, Reason: opts.Reason, Details: details}),
-		}); err != nil {
+		}...), s.b.Notify()...)); err != nil {
 			return err
 		}
-		return s.b.Notify(ctx, q, ver)
+		return nil
 	})
 	return s.mapErr(err)
 }
@@ -250,5 +270,8 @@ ORDER BY purged_at DESC LIMIT 1`, k.Kind, k.Namespace, k.Name).Scan(&doc)
 	if err := json.Unmarshal([]byte(doc), &t); err != nil {
 		return nil, fmt.Errorf("catalog: corrupt tombstone: %w", err)
 	}
+	// The key is the row's: a batch purge on PostgreSQL stores the
+	// document without it.
+	t.Key = k
 	return &t, nil
 }

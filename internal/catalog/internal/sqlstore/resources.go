@@ -115,7 +115,7 @@ func (s *Store) CreateBatch(ctx context.Context, rs []*catalog.Resource) ([]*cat
 				}
 			}
 		}
-		return s.b.Notify(ctx, q, first+int64(len(out))-1)
+		return q.ExecBatch(ctx, s.b.Notify())
 	})
 	if err != nil {
 		err = s.mapErr(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
@@ -25,6 +26,40 @@ func nextVersions(ctx context.Context, q Querier, n int) (int64, error) {
 		return 0, err
 	}
 	return last - int64(n) + 1, nil
+}
+
+// lockAndGet reserves n versions, as nextVersions does, and then loads
+// the resource k with a row lock, in one round trip where the driver
+// pipelines: the load starts once the counter's lock is held.
+func (s *Store) lockAndGet(ctx context.Context, q Querier, n int, k catalog.Key) (int64, *catalog.Resource, error) {
+	var (
+		last int64
+		doc  string
+		got  [2]bool
+	)
+	err := q.QueryBatch(ctx, []Stmt{
+		{SQL: `UPDATE lethe_version SET value = value + $1 WHERE id = 1 RETURNING value`, Args: []any{n}},
+		{SQL: resourceByKey + s.d.ForUpdate, Args: []any{k.Kind, k.Namespace, k.Name}},
+	}, func(i int, rows Rows) error {
+		if !rows.Next() {
+			return nil
+		}
+		got[i] = true
+		if i == 0 {
+			return rows.Scan(&last)
+		}
+		return rows.Scan(&doc)
+	})
+	switch {
+	case err != nil:
+		return 0, nil, err
+	case !got[0]:
+		return 0, nil, errors.New("catalog: the version counter row is missing")
+	case !got[1]:
+		return 0, nil, fmt.Errorf("%s: %w", k, catalog.ErrNotFound)
+	}
+	cur, err := decodeResource(doc)
+	return last - int64(n) + 1, cur, err
 }
 
 func changeStmt(typ catalog.EventType, version int64, r *catalog.Resource, doc string) Stmt {
@@ -76,14 +111,11 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}
-		ver, err := nextVersions(ctx, q, 1)
+		ver, c, err := s.lockAndGet(ctx, q, 1, m.key)
 		if err != nil {
 			return err
 		}
-		cur, err = s.getOne(ctx, q, m.key.String(), resourceByKey+s.d.ForUpdate, m.key.Kind, m.key.Namespace, m.key.Name)
-		if err != nil {
-			return err
-		}
+		cur = c
 		next, err := m.apply(clone(cur), now)
 		if err != nil {
 			return err
@@ -105,11 +137,11 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 		stmts = append(stmts, ch, auditStmt(catalog.AuditEntry{Time: now, Actor: m.actor, Action: m.action,
 			Kind: next.Kind, Namespace: next.Namespace, Name: next.Name, UID: next.UID,
 			FromPhase: cur.Phase, ToPhase: next.Phase, Reason: m.reason, Details: m.details}))
-		if err := q.ExecBatch(ctx, stmts); err != nil {
+		if err := q.ExecBatch(ctx, append(stmts, s.b.Notify()...)); err != nil {
 			return err
 		}
 		out = next
-		return s.b.Notify(ctx, q, ver)
+		return nil
 	})
 	if errors.Is(err, errNoop) {
 		return cur, nil
