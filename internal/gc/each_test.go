@@ -3,6 +3,7 @@ package gc
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,4 +51,16 @@ func TestEachBoundsAndStops(t *testing.T) {
 	})
 	require.ErrorIs(t, err, boom)
 	require.Positive(t, cancelled.Load(), "the calls still running see the context cancelled")
+}
+
+// TestDefaultParallelFollowsTheCPUs: one step per CPU this process may
+// use, at least 2 and at most ParallelDefault; New takes it when
+// Config.Parallel is not set.
+func TestDefaultParallelFollowsTheCPUs(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	for procs, want := range map[int]int{1: 2, 2: 2, 3: 3, 4: 4, 16: ParallelDefault} {
+		runtime.GOMAXPROCS(procs)
+		require.Equal(t, want, DefaultParallel(), "GOMAXPROCS=%d", procs)
+	}
 }

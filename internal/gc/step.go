@@ -247,8 +247,13 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		w.dependents = left
 	}
 
-	// 4. The cascade finalizer goes once no blocking dependent is left.
-	if cascading && len(w.dependents) == 0 {
+	// 4. The cascade finalizer goes once no blocking dependent is left:
+	// by the purge itself when it is the last thing holding the resource
+	// (one write instead of two), else on its own.
+	purgeFinalizer := ""
+	if cascading && len(w.dependents) == 0 && r.Kind != BackupKind && len(r.Finalizers) == 1 && len(w.referrers) == 0 {
+		purgeFinalizer = catalog.FinalizerCascade
+	} else if cascading && len(w.dependents) == 0 {
 		nr, err := c.st.RemoveFinalizer(c.actor(ctx), r.Key(), catalog.FinalizerCascade)
 		if err != nil {
 			return result{}, err
@@ -267,8 +272,8 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 	w.pluginLeft = r.Kind != BackupKind && slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions)
 
 	// 6. Purge: no finalizer left, no block referrer alive.
-	if r.Kind != BackupKind && len(r.Finalizers) == 0 && len(w.referrers) == 0 {
-		err := c.st.Purge(c.actor(ctx), r.Key(), catalog.PurgeOptions{Reason: purgeReason(r)})
+	if r.Kind != BackupKind && (len(r.Finalizers) == 0 || purgeFinalizer != "") && len(w.referrers) == 0 {
+		err := c.st.Purge(c.actor(ctx), r.Key(), catalog.PurgeOptions{Reason: purgeReason(r), Finalizer: purgeFinalizer})
 		switch {
 		case err == nil:
 			// A read first: most resources never saved any progress.
