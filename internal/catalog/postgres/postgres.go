@@ -412,20 +412,7 @@ func (q querier) ExecBatch(ctx context.Context, stmts []sqlstore.Stmt) error {
 		}
 		return err
 	}
-	var batch pgx.Batch
-	for _, s := range stmts {
-		batch.Queue(s.SQL, s.Args...)
-	}
-	br := q.db.SendBatch(ctx, &batch)
-	for _, s := range stmts {
-		tag, err := br.Exec()
-		if err != nil {
-			_ = br.Close()
-			return err
-		}
-		q.stats.insertedBy(s.SQL, tag.RowsAffected())
-	}
-	return br.Close()
+	return q.QueryBatch(ctx, stmts, func(int, sqlstore.Rows) error { return nil })
 }
 
 // QueryBatch pipelines the statements in one round trip (pgx.Batch).
