@@ -101,9 +101,10 @@ func TestPausedLeaderWritesNothingOnceAnotherTermBegan(t *testing.T) {
 	require.NoError(t, a.p.cmd.Process.Signal(syscall.SIGCONT))
 	t.Logf("SIGCONTed it after %s; leader now %s (term %d)", time.Since(stoppedAt).Round(time.Millisecond), second.Holder, second.Term)
 
-	// More expiries after it resumed.
+	// More expiries after it resumed: a leader that did not step down
+	// would race the new one for each of them.
 	var after []string
-	for i := range 2 {
+	for i := range 6 {
 		n := fmt.Sprintf("after-%d", i)
 		e.create(n, 3, "--ttl", "1s", "--deletion-delay", "1h")
 		after = append(after, n)
