@@ -73,7 +73,7 @@ type StaleTermError struct {
 }
 
 func (e *StaleTermError) Error() string {
-	msg := fmt.Sprintf("leader lease %s: term %d of %s is over", e.Fence.Name, e.Fence.Term, e.Fence.Holder)
+	msg := fmt.Sprintf("%s: lease %s, term %d of %q", ErrStaleTerm, e.Fence.Name, e.Fence.Term, e.Fence.Holder)
 	switch c := e.Current; {
 	case c == nil:
 		msg += " (the lease was never taken)"
@@ -82,7 +82,7 @@ func (e *StaleTermError) Error() string {
 	default:
 		msg += " (it lapsed at " + c.ExpiresAt.Format(time.RFC3339Nano) + ")"
 	}
-	return msg + ": the write was refused"
+	return msg + "; the write was refused"
 }
 
 // Unwrap makes errors.Is(err, ErrStaleTerm) true.
