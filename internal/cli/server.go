@@ -110,8 +110,8 @@ lease is handed over); a second one aborts.`,
 			srv, err := server.New(&server.Config{
 				Store: a.store, Deleter: del, Collector: col, Logger: a.log, Workers: workers,
 				MetricsListener: ln, DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins,
-				NotifySecret: a.g.retry.secret,
-				LeaseTTL:     leaseTTL, LeaderTTL: leaderTTL, PollInterval: poll,
+				NotifyWebhooks: a.g.retry.notify,
+				LeaseTTL:       leaseTTL, LeaderTTL: leaderTTL, PollInterval: poll,
 				Plugins: func() int { return len(host.Plugins()) },
 				PluginStats: func() map[string]server.PluginCounts {
 					out := map[string]server.PluginCounts{}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -71,8 +72,11 @@ func TestRetryQueueThroughTheBinary(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer hook.Close()
-	const secret = "e2e-secret"
-	e.extra = append(e.extra, "LETHE_NOTIFY_SECRET="+secret, "LETHE_NOTIFY_WEBHOOKS="+hook.URL, "LETHE_RETRY_MAX_ATTEMPTS=2")
+	// The webhook's own secret, in a file only its owner reads.
+	secret := []byte("e2e-webhook-key-of-32-bytes-long")
+	secretFile := filepath.Join(t.TempDir(), "hook.whsec")
+	require.NoError(t, os.WriteFile(secretFile, []byte(retry.SecretPrefix+base64.StdEncoding.EncodeToString(secret)+"\n"), 0o600))
+	e.extra = append(e.extra, "LETHE_NOTIFY_WEBHOOKS="+hook.URL+",secret-file="+secretFile, "LETHE_RETRY_MAX_ATTEMPTS=2")
 
 	e.create("stuck", 10)
 	bad := archivetest.SpecN(4, 200).Name
@@ -157,7 +161,8 @@ func TestRetryQueueThroughTheBinary(t *testing.T) {
 	require.Len(t, hooks, 2, "one DeletionStuck, one DeletionCompleted: %v", hooks)
 	types := []string{}
 	for i, h := range hooks {
-		require.True(t, retry.Verify([]byte(secret), body[i], h.Get(retry.HeaderSignature)), "signature of %s", body[i])
+		require.NoError(t, retry.VerifyWebhook(secret, h.Get(retry.HeaderWebhookID), h.Get(retry.HeaderWebhookTimestamp),
+			h.Get(retry.HeaderWebhookSignature), body[i], time.Now(), 5*time.Minute), "signature of %s", body[i])
 		var ev retry.Event
 		require.NoError(t, json.Unmarshal(body[i], &ev))
 		require.Equal(t, ev.ID, h.Get(retry.HeaderIdempotencyKey))
