@@ -57,6 +57,6 @@ func TestMetrics(t *testing.T) {
 		"lethe_retry_queue_depth{state=running}":   0,
 		"lethe_notify_deliveries_total":            1,
 		"lethe_notify_delivery_failures_total":     1,
-		"lethe_notify_given_up_total": 0, "lethe_notify_refused_total": 0,
+		"lethe_notify_given_up_total":              0, "lethe_notify_refused_total": 0,
 	}, got)
 }

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,8 +23,8 @@ import (
 var secret = []byte("s3cret-shared-with-the-receiver")
 
 // hook is a real HTTP server that answers with the scripted statuses in
-// turn ("hang" waits until the client gives up), then 200; it records
-// every request.
+// turn ("hang" waits until the client gives up, "307 URL" redirects),
+// then 204; it records every request.
 type hook struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -33,6 +35,7 @@ type hook struct {
 
 type request struct {
 	header http.Header
+	query  url.Values
 	body   []byte
 }
 
@@ -41,7 +44,7 @@ func newHook(t *testing.T, script ...string) *hook {
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		h.mu.Lock()
-		h.got = append(h.got, request{header: r.Header.Clone(), body: body})
+		h.got = append(h.got, request{header: r.Header.Clone(), query: r.URL.Query(), body: body})
 		step := "200"
 		if len(h.script) > 0 {
 			step, h.script = h.script[0], h.script[1:]
@@ -53,10 +56,19 @@ func newHook(t *testing.T, script ...string) *hook {
 			case <-r.Context().Done():
 			case <-h.release:
 			}
-		case "500":
-			http.Error(w, "boom", http.StatusInternalServerError)
-		default:
+		case "200":
 			w.WriteHeader(http.StatusNoContent)
+		default:
+			// "307 URL": a redirect; any other step is a status code.
+			code, to, _ := strings.Cut(step, " ")
+			if to != "" {
+				w.Header().Set("Location", to)
+			}
+			c, err := strconv.Atoi(code)
+			if err != nil {
+				c = http.StatusTeapot
+			}
+			w.WriteHeader(c)
 		}
 	}))
 	t.Cleanup(func() { close(h.release); h.srv.Close() })
