@@ -256,10 +256,10 @@ func TestWebhookCredentialsAreNeitherStoredNorLogged(t *testing.T) {
 		}
 		raw = append(raw, b...)
 	}
-	require.Contains(t, string(raw), "token=xxxxx", "the row is in the files read")
+	require.True(t, bytes.Contains(raw, []byte("token=xxxxx")) || bytes.Contains(raw, []byte("T0kenS3cr3t")), "the row is in the files read")
 	require.Contains(t, logs.String(), "notification not delivered", "the failed attempt was logged")
-	for what, text := range map[string]string{"stored row": string(stored), "logs": logs.String(), "catalog file": string(raw)} {
-		assert.NotContains(t, text, "S3cr3t", what)
+	for what, text := range map[string][]byte{"stored row": stored, "logs": logs.Bytes(), "catalog file": raw} {
+		assert.False(t, bytes.Contains(text, []byte("S3cr3t")), "a secret in the %s", what)
 	}
 	assert.Equal(t, hook.srv.URL+"/lethe?token=xxxxx&team=xxxxx", all[0].Target)
 	assert.Equal(t, []string{all[0].Target}, q.Webhooks())
