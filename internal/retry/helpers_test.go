@@ -47,7 +47,13 @@ var driverNames = []string{"sqlite", "postgres"}
 
 func newFixture(t *testing.T, driver string) *fixture {
 	t.Helper()
-	clock := catalogtest.NewClock(epoch)
+	return newFixtureAt(t, driver, epoch)
+}
+
+// newFixtureAt is newFixture with its clock stopped at start.
+func newFixtureAt(t *testing.T, driver string, start time.Time) *fixture {
+	t.Helper()
+	clock := catalogtest.NewClock(start)
 	var url string
 	var cfg catalog.Config
 	switch driver {
