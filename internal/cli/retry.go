@@ -136,6 +136,9 @@ func (f *retryFlags) resolveWebhooks(getenv func(string) string) error {
 		f.urls = append(f.urls, u)
 		f.notify = append(f.notify, retry.Webhook{URL: u, Secret: key})
 	}
+	if _, err := retry.WebhookIDs(f.urls); err != nil {
+		return usageError{err}
+	}
 	switch {
 	case usedLegacy:
 		f.warnings = append(f.warnings, legacyFrom+" is deprecated: give the webhook its own secret with --notify-webhook URL,secret-file=FILE")

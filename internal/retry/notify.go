@@ -183,7 +183,7 @@ func NewNotifier(cfg *NotifierConfig) (*Notifier, error) {
 		}
 		urls[i] = w.URL
 	}
-	ids, err := webhookIDs(urls)
+	ids, err := WebhookIDs(urls)
 	if err != nil {
 		return nil, err
 	}

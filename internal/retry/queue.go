@@ -113,7 +113,7 @@ func New(cfg *Config) (*Queue, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	targets, err := webhookIDs(c.Webhooks)
+	targets, err := WebhookIDs(c.Webhooks)
 	if err != nil {
 		return nil, err
 	}

@@ -196,9 +196,9 @@ func validWebhook(u string) error {
 	return nil
 }
 
-// webhookIDs returns the stored form of each URL, refusing two URLs that
+// WebhookIDs returns the stored form of each URL, refusing two URLs that
 // differ only in their credentials (the outbox could not tell them apart).
-func webhookIDs(urls []string) ([]string, error) {
+func WebhookIDs(urls []string) ([]string, error) {
 	ids := make([]string, len(urls))
 	seen := map[string]bool{}
 	for i, u := range urls {
