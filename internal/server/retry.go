@@ -44,7 +44,7 @@ func (s *Server) retryParts() (*retry.Collector, *retry.Notifier, error) {
 		audit, _ := q.Store().(catalog.Audit) // every catalog driver's store is one
 		nt, err = retry.NewNotifier(&retry.NotifierConfig{
 			Store: q.Store(), Audit: audit, Webhooks: s.cfg.NotifyWebhooks, Timeout: s.cfg.NotifyTimeout,
-			Holder: s.cfg.Deleter.Holder(), Logger: s.cfg.Logger, Metrics: s.retryMetrics,
+			Holder: s.cfg.Deleter.Holder(), Logger: s.cfg.Logger, Metrics: s.retryMetrics, Now: s.cfg.Now,
 		})
 		if err != nil {
 			return nil, nil, err
