@@ -374,7 +374,9 @@ func (n *Notifier) post(ctx context.Context, w Webhook, no *catalog.Notification
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// A 3xx too: redirects are not followed. A 4xx is not delivered
 		// either, and is retried like any failure.
-		return fmt.Errorf("webhook answered %s", resp.Status)
+		// The status code only: the reason text is the receiver's, and
+		// goes to logs and the catalog.
+		return fmt.Errorf("webhook answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	return nil
 }
