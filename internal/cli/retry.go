@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,14 +29,19 @@ type retryFlags struct {
 
 	// Parsed by resolve.
 	policy retry.Policy
-	secret []byte
+	// urls are the webhooks' URLs (the queue stores them without
+	// credentials); notify the same with their secrets (the notifier).
+	urls   []string
+	notify []retry.Webhook
+	// warnings are said once a logger exists (a deprecated setting).
+	warnings []string
 }
 
 func (f *retryFlags) add(pf *pflag.FlagSet) {
 	pf.StringArrayVar(&f.backoff, "retry-backoff", nil, "base delay of the retry backoff (Base·attempts⁴, capped at 24h, ±10% jitter), globally (`30s`) or for one plugin (`example.com/ebs=5m`); repeatable (env LETHE_RETRY_BACKOFF, comma-separated; default 30s)")
 	pf.StringArrayVar(&f.maxAttempts, "retry-max-attempts", nil, "attempts before a waiting item is discarded to the dead letters (condition DeletionStuck), globally (`10`) or for one plugin (`example.com/ebs=20`); repeatable (env LETHE_RETRY_MAX_ATTEMPTS, comma-separated; default 10)")
-	pf.StringArrayVar(&f.webhooks, "notify-webhook", nil, "POST a signed JSON notification to this `URL` when a deletion is stuck, abandoned or completed after being stuck; repeatable (env LETHE_NOTIFY_WEBHOOKS, comma-separated). Needs a secret")
-	pf.StringVar(&f.secretFile, "notify-secret-file", "", "`FILE` holding the shared secret that signs notifications (HMAC-SHA256); or env LETHE_NOTIFY_SECRET")
+	pf.StringArrayVar(&f.webhooks, "notify-webhook", nil, "POST a JSON notification, signed per Standard Webhooks with this target's own secret, to `URL,secret-file=FILE` when a deletion is stuck, abandoned or completed after being stuck (FILE: whsec_ and base64, mode 0600); repeatable (env LETHE_NOTIFY_WEBHOOKS, comma-separated)")
+	pf.StringVar(&f.secretFile, "notify-secret-file", "", "deprecated: `FILE` holding the secret of a single --notify-webhook given without secret-file (or env LETHE_NOTIFY_SECRET)")
 }
 
 func (f *retryFlags) resolve(getenv func(string) string) error {
@@ -64,23 +68,95 @@ func (f *retryFlags) resolve(getenv func(string) string) error {
 		return usageError{err}
 	}
 	f.policy = p
+	return f.resolveWebhooks(getenv)
+}
+
+// secretFileOption ends a --notify-webhook URL with the target's secret
+// file: URL,secret-file=FILE.
+const secretFileOption = ",secret-file="
+
+// joinSecretFiles undoes the comma split of LETHE_NOTIFY_WEBHOOKS where
+// it cut a webhook from its secret-file option.
+func joinSecretFiles(items []string) []string {
+	var out []string
+	for _, s := range items {
+		if strings.HasPrefix(s, secretFileOption[1:]) && len(out) > 0 {
+			out[len(out)-1] += "," + s
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// resolveWebhooks reads each webhook's secret file. The old single
+// secret (--notify-secret-file, LETHE_NOTIFY_SECRET) still serves one
+// webhook given without its own, with a deprecation warning: one secret
+// for several targets would let each receiver forge requests to the
+// others, so it is refused there.
+func (f *retryFlags) resolveWebhooks(getenv func(string) string) error {
+	f.webhooks = joinSecretFiles(f.webhooks)
+	var legacy []byte
+	legacyFrom := ""
 	switch {
 	case f.secretFile != "":
-		b, err := os.ReadFile(f.secretFile)
+		s, err := retry.ReadSecretFile(f.secretFile)
 		if err != nil {
 			return usageError{fmt.Errorf("--notify-secret-file: %w", err)}
 		}
-		f.secret = []byte(strings.TrimSpace(string(b)))
-		if len(f.secret) == 0 {
-			return usageError{fmt.Errorf("--notify-secret-file %s is empty", f.secretFile)}
-		}
+		legacy, legacyFrom = legacySecret(s), "--notify-secret-file"
 	case getenv("LETHE_NOTIFY_SECRET") != "":
-		f.secret = []byte(getenv("LETHE_NOTIFY_SECRET"))
+		legacy, legacyFrom = legacySecret(getenv("LETHE_NOTIFY_SECRET")), "LETHE_NOTIFY_SECRET"
 	}
-	if len(f.webhooks) > 0 && len(f.secret) == 0 {
-		return usageError{errors.New("--notify-webhook needs a shared secret to sign notifications: set LETHE_NOTIFY_SECRET or --notify-secret-file")}
+	f.urls, f.notify = nil, nil
+	usedLegacy := false
+	for _, spec := range f.webhooks {
+		u, file := spec, ""
+		if i := strings.LastIndex(spec, secretFileOption); i >= 0 {
+			u, file = spec[:i], spec[i+len(secretFileOption):]
+		}
+		shown := retry.RedactWebhook(u)
+		var key []byte
+		switch {
+		case file != "":
+			s, err := retry.ReadSecretFile(file)
+			if err != nil {
+				return usageError{fmt.Errorf("--notify-webhook %q: secret-file: %w", shown, err)}
+			}
+			if key, err = retry.ParseSecret(s); err != nil {
+				return usageError{fmt.Errorf("--notify-webhook %q: secret-file %s: %w", shown, file, err)}
+			}
+		case len(legacy) > 0 && len(f.webhooks) == 1:
+			key, usedLegacy = legacy, true
+		case len(legacy) > 0:
+			return usageError{fmt.Errorf("--notify-webhook %q has no secret-file: %s serves a single webhook only (one secret for several would let each receiver forge notifications to the others); give each its own: URL,secret-file=FILE", shown, legacyFrom)}
+		default:
+			return usageError{fmt.Errorf("--notify-webhook %q needs a secret to sign its notifications: URL,secret-file=FILE (whsec_ and base64, mode 0600)", shown)}
+		}
+		f.urls = append(f.urls, u)
+		f.notify = append(f.notify, retry.Webhook{URL: u, Secret: key})
+	}
+	if _, err := retry.WebhookIDs(f.urls); err != nil {
+		return usageError{err}
+	}
+	switch {
+	case usedLegacy:
+		f.warnings = append(f.warnings, legacyFrom+" is deprecated: give the webhook its own secret with --notify-webhook URL,secret-file=FILE")
+	case len(legacy) > 0:
+		f.warnings = append(f.warnings, legacyFrom+" is ignored: every --notify-webhook has its own secret-file")
 	}
 	return nil
+}
+
+// legacySecret is the key of the old shared secret: a whsec_ secret is
+// decoded; any other text is the key as it is (so the receiver keeps its
+// secret, and only its check changes to the new headers).
+func legacySecret(s string) []byte {
+	s = strings.TrimSpace(s)
+	if k, err := retry.ParseSecret(s); err == nil {
+		return k
+	}
+	return []byte(s)
 }
 
 // checkPluginNames refuses a per-plugin retry setting for a plugin that
@@ -108,7 +184,7 @@ func (a *app) retryQueue(ctx context.Context) (*retry.Queue, error) {
 	// their rows change), the deletion pipeline for backups.
 	wake := gc.WakeOnRetryChange(st, deletion.DefaultHolder(), time.Now)
 	var q *retry.Queue
-	q, err = retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.webhooks, Logger: a.log,
+	q, err = retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.urls, Logger: a.log,
 		OwnerSync: map[string]func(context.Context, string) error{
 			retry.KindResource:   wake,
 			retry.KindWait:       wake,
@@ -116,6 +192,9 @@ func (a *app) retryQueue(ctx context.Context) (*retry.Queue, error) {
 		}})
 	if err != nil {
 		return nil, usageError{err}
+	}
+	for _, w := range a.g.retry.warnings {
+		a.log.Warn(w)
 	}
 	a.queue = q
 	return q, nil

@@ -59,7 +59,7 @@ The first SIGINT or SIGTERM stops gracefully (progress is saved, the leader
 lease is handed over); a second one aborts.`,
 		Example: `  lethe server
   lethe server --store postgres://lethe@db/lethe --metrics-addr 127.0.0.1:9464
-  LETHE_NOTIFY_SECRET=... lethe server --notify-webhook https://hooks.example/lethe --retry-max-attempts 8
+  lethe server --notify-webhook https://hooks.example/lethe,secret-file=/etc/lethe/hook.whsec --retry-max-attempts 8
   lethe server --config /etc/lethe/config.yaml --log-format json
   curl -s 127.0.0.1:9464/readyz`,
 		Args: exactArgs(0, ""),
@@ -110,8 +110,8 @@ lease is handed over); a second one aborts.`,
 			srv, err := server.New(&server.Config{
 				Store: a.store, Deleter: del, Collector: col, Logger: a.log, Workers: workers,
 				MetricsListener: ln, DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins,
-				NotifySecret: a.g.retry.secret,
-				LeaseTTL:     leaseTTL, LeaderTTL: leaderTTL, PollInterval: poll,
+				NotifyWebhooks: a.g.retry.notify,
+				LeaseTTL:       leaseTTL, LeaderTTL: leaderTTL, PollInterval: poll,
 				Plugins: func() int { return len(host.Plugins()) },
 				PluginStats: func() map[string]server.PluginCounts {
 					out := map[string]server.PluginCounts{}
