@@ -19,10 +19,10 @@ import (
 // strconv.Quote(s) otherwise: when s is not valid UTF-8 or holds a rune
 // that is not graphic (C0 and C1 controls, DEL, bidi and other format
 // characters, separators other than the ASCII space). A string that
-// begins with '"' is quoted too, and so is the empty string, so that a
-// printed value begins with '"' exactly when it was quoted.
+// begins with '"' is quoted too, so that a printed value begins with '"'
+// exactly when it was quoted. The empty string stays empty.
 func Quote(s string) string {
-	if s == "" || s[0] == '"' || !Plain(s) {
+	if s != "" && s[0] == '"' || !Plain(s) {
 		return strconv.Quote(s)
 	}
 	return s

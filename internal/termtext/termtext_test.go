@@ -34,7 +34,7 @@ func TestQuotePrintsPlainNamesAsTheyAre(t *testing.T) {
 	// Quoted exactly when it begins with '"': no plain value can pass for a
 	// quoted one.
 	require.Equal(t, `"\"x\""`, Quote(`"x"`))
-	require.Equal(t, `""`, Quote(""))
+	require.Empty(t, Quote(""))
 }
 
 func TestControlFindsWhatNoKubernetesNameHolds(t *testing.T) {
