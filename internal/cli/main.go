@@ -113,7 +113,10 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 	msg = strings.ReplaceAll(msg, "\n", " ")
 	// The sites that build errors quote what they name; an error that
 	// still carries a raw control (from a deeper layer) is quoted whole.
-	fmt.Fprintf(s.Err, "Error: %s\n", termtext.Quote(msg))
+	if !termtext.Plain(msg) {
+		msg = termtext.Quote(msg)
+	}
+	fmt.Fprintf(s.Err, "Error: %s\n", msg)
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(msg) {
 		fmt.Fprintf(s.Err, "Run '%s --help' for usage.\n", commandPath(root, args))

@@ -37,20 +37,17 @@ func checkOutput(o string) error {
 // printStructured writes v as JSON or YAML. Neither carries a raw
 // control or bidi character: encoding/json escapes the C0 controls but
 // writes DEL, the C1 controls and the bidi controls as they are, so
-// escapeJSON escapes them; YAML would write them raw in plain scalars, so
-// a document that holds one is written in YAML's flow form, which is the
-// escaped JSON (a YAML parser reads the same values).
+// escapeJSON escapes them; the YAML encoder refuses C0 controls and writes
+// the others raw, so a document that holds one is written in YAML's flow
+// form, which is the escaped JSON (a YAML parser reads the same values).
 func printStructured(w io.Writer, format string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
 	if format == "yaml" {
-		y, err := yaml.JSONToYAML(b)
-		if err != nil {
-			return err
-		}
-		if plainLines(y) {
+		// The YAML encoder refuses C0 controls; it writes the rest raw.
+		if y, err := yaml.JSONToYAML(b); err == nil && plainLines(y) {
 			_, err = w.Write(y)
 			return err
 		}
