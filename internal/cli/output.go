@@ -113,11 +113,13 @@ func quoteAll(ss []string) []string {
 // when any part is not plain text.
 func keyText(k catalog.Key) string { return termtext.Quote(k.String()) }
 
-// logWriter keeps raw controls out of the log lines on stderr: hclog
-// quotes a value only when it holds a space or a non-ASCII rune, and
-// writes the message, and a value that spans lines, as they are. A text
-// line that is not plain is shown through termtext.Quote; a JSON line is
-// escaped as -o json is.
+// logWriter keeps raw controls and forged lines out of the log on
+// stderr. hclog escapes a value that holds a space or a non-ASCII rune,
+// but writes the message, and a value that spans lines, as they are (its
+// continuation lines begin with two spaces). A text entry (one Write)
+// with a control, or with a line break that does not begin such a
+// continuation line, is written as one line through termtext.Quote; a JSON
+// entry is escaped as -o json is.
 type logWriter struct {
 	mu   sync.Mutex
 	w    io.Writer
@@ -131,21 +133,17 @@ func (l *logWriter) Write(p []byte) (int, error) {
 		_, err := l.w.Write(escapeJSON(p))
 		return len(p), err
 	}
-	if plainLines(p) {
+	entry := strings.TrimSuffix(string(p), "\n")
+	safe := plainLines(p)
+	for i, line := range strings.Split(entry, "\n") {
+		if i > 0 && !strings.HasPrefix(line, "  ") {
+			safe = false // a line break in the message: a forged line
+		}
+	}
+	if safe {
 		return l.w.Write(p)
 	}
-	var out bytes.Buffer
-	for line := range strings.SplitAfterSeq(string(p), "\n") {
-		text := strings.TrimSuffix(line, "\n")
-		if !termtext.Plain(text) {
-			text = termtext.Quote(text)
-		}
-		out.WriteString(text)
-		if len(text) < len(line) {
-			out.WriteByte('\n')
-		}
-	}
-	_, err := l.w.Write(out.Bytes())
+	_, err := io.WriteString(l.w, termtext.Quote(entry)+"\n")
 	return len(p), err
 }
 
