@@ -11,6 +11,7 @@ import (
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/leader"
 	"github.com/lethehq/lethe/internal/server"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newServerCmd(a *app) *cobra.Command {
@@ -128,7 +129,7 @@ lease is handed over); a second one aborts.`,
 				return err
 			}
 			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %d plugins, version %s, holder %q; Ctrl-C to stop\n",
-				catalog.RedactURL(a.g.store), a.blobs.URL(), len(a.host.Plugins()), Version, del.Holder())
+				termtext.Quote(catalog.RedactURL(a.g.store)), termtext.Quote(a.blobs.URL()), len(a.host.Plugins()), Version, del.Holder())
 			return srv.Run(ctx)
 		},
 	}
