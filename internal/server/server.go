@@ -114,10 +114,11 @@ type Config struct {
 	// replica, next to the server's own.
 	LeaderLoops []Loop
 	Loops       []Loop
-	// NotifySecret signs webhook notifications (see retry.Notifier);
-	// without it no notifier runs, and webhooks are refused.
-	NotifySecret  []byte
-	NotifyTimeout time.Duration
+	// NotifyWebhooks are the webhooks the notifier may send to, each
+	// with its secret (see retry.Notifier); without them no notifier
+	// runs. Every webhook the queue writes to must be among them.
+	NotifyWebhooks []retry.Webhook
+	NotifyTimeout  time.Duration
 	// RetryLeaseTTL is the lease on claimed retry rows.
 	RetryLeaseTTL time.Duration
 	// Collector, when set, is the garbage collector, run from the change
