@@ -153,7 +153,7 @@ func (s *Store) Purge(ctx context.Context, k catalog.Key, opts catalog.PurgeOpti
 		return fmt.Errorf("%w: purge details are not valid JSON", catalog.ErrInvalid)
 	}
 	now := s.clock()
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}

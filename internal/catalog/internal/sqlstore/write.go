@@ -108,7 +108,7 @@ type mutation struct {
 func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, error) {
 	now := s.clock()
 	var out, cur *catalog.Resource
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}
