@@ -203,17 +203,17 @@ func sourceName(path string) string {
 
 // Parse decodes and validates the documents of one source.
 func Parse(src Source, lim Limits) ([]*Document, error) {
-	raws, err := decode(src, lim)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Document, 0, len(raws))
-	for _, r := range raws {
+	var out []*Document
+	err := decode(src, lim, func(r raw) error {
 		d, err := FromValue(src.Name, r.index, r.line, "", r.value)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
