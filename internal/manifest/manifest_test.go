@@ -168,6 +168,20 @@ func TestHostileInput(t *testing.T) {
 	require.ErrorContains(t, err, "more than 10 documents")
 }
 
+// TestInputThatIsNotUTF8IsRefusedBeforeParsing: the prescan's byte
+// counts hold for UTF-8 only, so UTF-16 (which the YAML library would
+// decode) and NUL bytes are refused first.
+func TestInputThatIsNotUTF8IsRefusedBeforeParsing(t *testing.T) {
+	for _, data := range [][]byte{
+		append([]byte{0xFF, 0xFE}, []byte("k\x00i\x00n\x00d\x00")...),
+		append([]byte{0xFE, 0xFF}, []byte("\x00k\x00i\x00n\x00d")...),
+		[]byte("kind: Database\nmetadata: {name: a\x00}\n"),
+	} {
+		_, err := manifest.Parse(manifest.Source{Name: "u.yaml", Data: data}, manifest.DefaultLimits)
+		require.ErrorContains(t, err, "u.yaml: not UTF-8 text")
+	}
+}
+
 func TestLoadFolderInNameOrder(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) {
