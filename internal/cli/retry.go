@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/retry"
+	"github.com/lethehq/lethe/internal/secretfile"
 )
 
 // retryFlags configure the retry queue and its notifications.
@@ -66,14 +66,11 @@ func (f *retryFlags) resolve(getenv func(string) string) error {
 	f.policy = p
 	switch {
 	case f.secretFile != "":
-		b, err := os.ReadFile(f.secretFile)
+		b, err := secretfile.Read(f.secretFile)
 		if err != nil {
 			return usageError{fmt.Errorf("--notify-secret-file: %w", err)}
 		}
-		f.secret = []byte(strings.TrimSpace(string(b)))
-		if len(f.secret) == 0 {
-			return usageError{fmt.Errorf("--notify-secret-file %s is empty", f.secretFile)}
-		}
+		f.secret = b
 	case getenv("LETHE_NOTIFY_SECRET") != "":
 		f.secret = []byte(getenv("LETHE_NOTIFY_SECRET"))
 	}
