@@ -63,7 +63,9 @@ var hostileManifests = []hostileManifest{
 		return b.String()
 	}},
 	// Many small aliases of one anchor: cheap to write, each a node.
-	{"alias-list", func() string { return fill("kind: ConfigMap\nmetadata: {name: a}\nspec: {a: &a x, x: [", "*a,", "*a]}\n") }},
+	{"alias-list", func() string {
+		return fill("kind: ConfigMap\nmetadata: {name: a}\nspec: {a: &a x, x: [", "*a,", "*a]}\n")
+	}},
 	{"huge-key", func() string { return fill("kind: ConfigMap\nmetadata: {name: a}\nspec: {\"", "k", "\": 1}\n") }},
 	{"huge-plain-key", func() string { return fill("kind: ConfigMap\nmetadata: {name: a}\nspec:\n  ", "k", ": 1\n") }},
 	{"empty-documents", func() string { return fill("", "---\n", "") }},
