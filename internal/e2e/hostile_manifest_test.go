@@ -170,6 +170,22 @@ func TestHostileManifestsAreRefusedWithinAMemoryBound(t *testing.T) {
 			_ = os.Remove(f)
 		})
 	}
+	// A folder of eight files, each of lists just under every per-file
+	// bound: 22 MiB, far under the folder's 64 MiB cap, refused as a whole
+	// before any file is parsed.
+	t.Run("folder", func(t *testing.T) {
+		folder := filepath.Join(dir, "folder")
+		require.NoError(t, os.Mkdir(folder, 0o700))
+		doc := "---\nkind: ConfigMap\nmetadata: {name: a}\nspec: {x: [" + strings.Repeat("1,", 45_000) + "1]}\n"
+		for i := range 8 {
+			require.NoError(t, os.WriteFile(filepath.Join(folder, fmt.Sprintf("f%d.yaml", i)), []byte(strings.Repeat(doc, 32)), 0o600))
+		}
+		code, stderr, u := runLetheMeasured(t, home, "apply", "-f", folder)
+		t.Logf("folder: exit %d, peak RSS %d MiB, CPU %.2fs: %s", code, u.maxRSS>>20, u.cpu, strings.TrimSpace(stderr))
+		require.Equal(t, 1, code, stderr)
+		require.Contains(t, stderr, "values together; apply fewer files at once")
+		require.Less(t, u.maxRSS, int64(bound))
+	})
 }
 
 // BenchmarkHostileManifests runs `lethe apply -f` on each hostile manifest

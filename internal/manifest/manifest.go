@@ -177,6 +177,18 @@ func Load(path string, stdin io.Reader, lim Limits) ([]*Document, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every source is prescanned before any is parsed: the bound of the
+	// whole input comes first.
+	total := 0
+	for _, src := range srcs {
+		n, err := prescan(src, lim)
+		if err != nil {
+			return nil, err
+		}
+		if total += n; total > lim.MaxTotalValues {
+			return nil, fmt.Errorf("%s: more than %d values together; apply fewer files at once", sourceName(path), lim.MaxTotalValues)
+		}
+	}
 	var out []*Document
 	for _, src := range srcs {
 		docs, err := Parse(src, lim)

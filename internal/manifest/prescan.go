@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// prescan bounds, from the raw bytes and before the YAML library builds a
+// prescan returns, and bounds, from the raw bytes and before the YAML library builds a
 // single node, how many values each document and the whole source can
 // hold, and how many documents there are. The YAML library builds a
 // document's whole node tree (about 230 bytes a node) before anything can
@@ -34,11 +34,11 @@ import (
 // Unicode line breaks (NEL, LS, PS) count as breaks. Input that is not
 // UTF-8 (a UTF-16 or UTF-32 byte order mark, or any NUL byte) is refused:
 // the YAML library would decode it, and these byte counts would not hold.
-func prescan(src Source, lim Limits) error {
+func prescan(src Source, lim Limits) (int, error) {
 	data := src.Data
 	if bytes.HasPrefix(data, []byte{0xFE, 0xFF}) || bytes.HasPrefix(data, []byte{0xFF, 0xFE}) ||
 		bytes.IndexByte(data, 0) >= 0 {
-		return &Error{Source: src.Name, Msg: "not UTF-8 text (only UTF-8 YAML or JSON is read)"}
+		return 0, &Error{Source: src.Name, Msg: "not UTF-8 text (only UTF-8 YAML or JSON is read)"}
 	}
 	docs, docStart, docLine, line := 1, 0, 1, 1
 	var inFile, inDoc int
@@ -58,7 +58,7 @@ func prescan(src Source, lim Limits) error {
 			if i > docStart {
 				docs++
 				if docs > lim.MaxDocuments {
-					return &Error{Source: src.Name, Index: docs, Line: line, Msg: fmt.Sprintf("more than %d documents", lim.MaxDocuments)}
+					return 0, &Error{Source: src.Name, Index: docs, Line: line, Msg: fmt.Sprintf("more than %d documents", lim.MaxDocuments)}
 				}
 			}
 			inDoc, docStart, docLine = 0, i+3, line
@@ -92,13 +92,13 @@ func prescan(src Source, lim Limits) error {
 		inDoc += n
 		inFile += n
 		if inDoc > lim.MaxDocumentValues {
-			return &Error{Source: src.Name, Index: docs, Line: docLine, Msg: fmt.Sprintf("more than %d values in one document; split it into several documents", lim.MaxDocumentValues)}
+			return 0, &Error{Source: src.Name, Index: docs, Line: docLine, Msg: fmt.Sprintf("more than %d values in one document; split it into several documents", lim.MaxDocumentValues)}
 		}
 		if inFile > lim.MaxValues {
-			return &Error{Source: src.Name, Index: docs, Line: line, Msg: fmt.Sprintf("more than %d values in one file; split it into several files", lim.MaxValues)}
+			return 0, &Error{Source: src.Name, Index: docs, Line: line, Msg: fmt.Sprintf("more than %d values in one file; split it into several files", lim.MaxValues)}
 		}
 	}
-	return nil
+	return inFile, nil
 }
 
 // isBlankOrBreak: a space, a tab, a line break, or a byte that can end a

@@ -36,6 +36,9 @@ type Limits struct {
 	// ways. The YAML library holds one document's node tree at a time,
 	// so this bounds the memory of a Load; MaxValues bounds its time.
 	MaxDocumentValues int
+	// MaxTotalValues caps the prescanned values of all the files of one
+	// Load together (a folder, several -f), checked before any is parsed.
+	MaxTotalValues int
 }
 
 // DefaultLimits are generous for real manifests.
@@ -49,6 +52,8 @@ var DefaultLimits = Limits{
 	// About 25 MiB of node tree at most (the library's nodes take about
 	// 230 bytes each).
 	MaxDocumentValues: 100_000,
+	// About 2 s of CPU to parse, at worst.
+	MaxTotalValues: 5_000_000,
 }
 
 // Source is one named input: a file, or stdin ("-").
@@ -159,7 +164,7 @@ type raw struct {
 // mapping of kind List, stands for its items. The source is prescanned
 // first: nothing is parsed from a source whose bound is over the limits.
 func decode(src Source, lim Limits, fn func(raw) error) error {
-	if err := prescan(src, lim); err != nil {
+	if _, err := prescan(src, lim); err != nil {
 		return err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(src.Data))
