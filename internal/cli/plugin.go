@@ -105,9 +105,10 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		} else {
 			fmt.Fprintf(a.s.Out, "wrote %s: %d binaries pinned\n", termtext.Quote(lockPath), len(next.Plugins))
 		}
-		// The Velero plugin folder has a lock file of its own, in it.
+		// The Velero plugin folder has a lock file of its own
+		// (--velero-plugin-lock, default in that folder).
 		if _, err := os.Stat(a.g.veleroPluginDir); err == nil {
-			vlock := pluginhost.DefaultLockFile(a.g.veleroPluginDir)
+			vlock := a.g.veleroLockFile()
 			if dryRun {
 				fmt.Fprintf(a.s.Out, "dry run: %s (Velero plugins) not written\n", termtext.Quote(vlock))
 			} else {

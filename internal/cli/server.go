@@ -54,6 +54,11 @@ plugins (lethe backup get/list, metric lethe_backups_plugin_missing), and is
 looked at again every few minutes. It refuses to start with an empty plugin
 folder (exit 5) unless --no-plugins says that is intended.
 
+Every plugin it runs must be pinned in a lock file (lethe plugin lock): a
+plugin folder with binaries but no lock file fails the start, and a binary
+the lock does not list is refused. --require-plugin-lock=false turns this
+off, with a warning.
+
 It logs at info level unless told otherwise: one line when each deletion
 starts and one when it ends (counts by plugin, duration, what was purged).
 The first SIGINT or SIGTERM stops gracefully (progress is saved, the leader
@@ -81,6 +86,16 @@ lease is handed over); a second one aborts.`,
 			// A daemon says what it deletes at its default level.
 			if a.g.logLevel == "" && a.s.Getenv("LETHE_LOG_LEVEL") == "" {
 				a.g.logLevel = "info"
+			}
+			if err := a.init(); err != nil {
+				return err
+			}
+			// A daemon runs every plugin it runs pinned, unless told
+			// otherwise (and then says so).
+			if !a.g.trust.requireLockSet {
+				a.g.trust.requireLock = true
+			} else if !a.g.trust.requireLock {
+				a.log.Warn("--require-plugin-lock=false: plugins that no lock file pins will run; whoever can write the plugin folder can run code as Lethe")
 			}
 			// Bind the metrics address first: one taken fails here,
 			// before any plugin starts or any work is claimed.

@@ -38,6 +38,7 @@ func TestPausedLeaderWritesNothingOnceAnotherTermBegan(t *testing.T) {
 	shared := filepath.Join(t.TempDir(), "storage")
 	e.extra = append(e.extra, "LETHE_STORE="+store, "LETHE_STORAGE=file://"+shared)
 	e.ok("migrate")
+	e.ok("plugin", "lock") // lethe server runs pinned plugins only
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -376,11 +376,16 @@ func (h *Host) listVelero() (*veleroDir, error) {
 	if v.lock, err = ReadLock(c.VeleroLockFile); err != nil {
 		return nil, err
 	}
-	if v.lock == nil && c.RequireLock {
-		return nil, fmt.Errorf("plugin lock file %s does not exist, and a lock is required: pin the Velero plugins with `lethe plugin lock` first", Quote(c.VeleroLockFile))
-	}
 	if v.entries, v.problems, err = listBinaries(c.VeleroDir, c.VeleroLockFile); err != nil {
 		return nil, fmt.Errorf("the Velero plugin folder: %w", err)
+	}
+	// Pinning is all or nothing: with Lethe's plugins pinned, deleting
+	// this lock file must not let the Velero binaries run unpinned.
+	if v.lock == nil && c.RequireLock && len(v.entries)+len(v.problems) > 0 {
+		return nil, fmt.Errorf("plugin lock file %s does not exist, and a lock is required: pin the Velero plugins with `lethe plugin lock` first", Quote(c.VeleroLockFile))
+	}
+	if v.lock == nil && h.lock != nil && len(v.entries)+len(v.problems) > 0 {
+		return nil, fmt.Errorf("plugin lock file %s of the Velero plugins does not exist, while %s pins Lethe's plugins: every plugin is pinned or none; pin them all with `lethe plugin lock`", Quote(c.VeleroLockFile), Quote(c.LockFile))
 	}
 	v.installed = append(v.installed, v.entries...)
 	for _, p := range v.problems {
