@@ -204,7 +204,7 @@ plugin is installed, or live resources hold block references to the backup
 			}
 			plan, err := del.Plan(ctx, name, opts)
 			if err != nil {
-				return err
+				return deleteError(err)
 			}
 			if dryRun {
 				cascadePlan, err := a.backupCascadePlan(ctx, name, prop)
@@ -308,10 +308,11 @@ func (a *app) driveBackup(ctx context.Context, name, out string) error {
 func deleteError(err error) error {
 	var se *deletion.SkipPluginError
 	var be *deletion.BlockedError
+	var ue *deletion.UnfinishedError
 	switch {
 	case errors.As(err, &se):
 		return usageError{err}
-	case errors.As(err, &be):
+	case errors.As(err, &be), errors.As(err, &ue):
 		return exitCodeError{exitRefused, err}
 	}
 	return err

@@ -145,7 +145,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		for _, n := range names {
 			p, err := del.Plan(ctx, n, opts)
 			if err != nil {
-				return fmt.Errorf("backup %s: %w", n, err)
+				return deleteError(fmt.Errorf("backup %s: %w", n, err))
 			}
 			plans = append(plans, p)
 			total += p.TotalItems

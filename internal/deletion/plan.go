@@ -76,6 +76,9 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 	if err != nil {
 		return nil, err
 	}
+	if err := checkFinished(b); err != nil {
+		return nil, err
+	}
 	r := b.Resource
 	infos := d.cfg.Plugins.Plugins()
 	p := &Plan{Backup: name, Phase: r.Phase, Plugins: make([]PluginPlan, len(infos))}
