@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/lethehq/lethe/internal/backup"
-	"github.com/lethehq/lethe/internal/catalog"
 )
 
 // UnfinishedError refuses the deletion of a backup that Velero has not
@@ -26,13 +25,12 @@ func (e *UnfinishedError) Error() string {
 		"nothing changed (run `lethe backup sync` once Velero has finished it)", e.Backup, phase)
 }
 
-// checkFinished refuses a request on a backup Velero has not finished.
-// A backup already Deleting was finished when its deletion started: its
-// run goes on.
+// checkFinished refuses a request on, or a run of, a backup Velero has
+// not finished. A backup deleted by hand or by TTL was finished when its
+// deletion started (phases only move forward); one that a cascade moved
+// to Deleting while Velero still wrote it waits here, nothing sent to any
+// plugin, until a sync reads a finished phase.
 func checkFinished(b *backup.Backup) error {
-	if b.Resource.Phase == catalog.PhaseDeleting {
-		return nil
-	}
 	if phase, unfinished := b.Unfinished(); unfinished {
 		return &UnfinishedError{Backup: b.Name(), Phase: phase}
 	}

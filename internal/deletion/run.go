@@ -284,6 +284,9 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 	r := b.Resource
 	rep := &Report{Backup: r.Name}
 	fence := w.Fence()
+	if err := checkFinished(b); err != nil {
+		return nil, err
+	}
 
 	if slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
 		sum, err := d.validate(ctx, b)

@@ -12,7 +12,7 @@ import (
 )
 
 // refresh re-reads the velero-backup.json of a backup the catalog already
-// has (Active or Scheduled), and records what changed: its phase above
+// has, and records what changed: its phase above
 // all, since Velero rewrites the file as a backup moves from InProgress
 // or Finalizing to Completed, and only a finished backup may be deleted
 // (velero.Finished). The file is read again while the recorded phase is
@@ -71,7 +71,7 @@ func (g *Registry) refresh(ctx context.Context, r *catalog.Resource, f *folder, 
 		if err != nil {
 			return err
 		}
-		if cur.UID != r.UID || (cur.Phase != catalog.PhaseActive && cur.Phase != catalog.PhaseScheduled) {
+		if cur.UID != r.UID {
 			res.Action, res.Reason = SyncSkipped, "changed meanwhile by another process"
 			return nil
 		}

@@ -151,15 +151,12 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 }
 
 // syncFilter says why a tarball named name must not be imported, or "";
-// known is the backup's record when the catalog has it, not Deleting (a
-// sync still reads its phase).
+// known is the backup's record when the catalog has it (a sync still
+// reads its phase).
 func (g *Registry) syncFilter(ctx context.Context, name string) (reason string, known *catalog.Resource, err error) {
 	r, err := g.cfg.Store.Get(ctx, backup.Key(name))
 	switch {
 	case err == nil:
-		if r.Phase == catalog.PhaseDeleting {
-			return "deletion pending (" + string(r.Phase) + "): never re-imported", nil, nil
-		}
 		if r.Phase != catalog.PhaseActive {
 			return "deletion pending (" + string(r.Phase) + "): never re-imported", r, nil
 		}
