@@ -1,6 +1,9 @@
 package velero
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 //go:generate go run -C ../../tools/kuberesources . -out ../../internal/velero/zz_generated_resources.go
 
@@ -51,18 +54,9 @@ func ResolveResource(name string) (string, bool) {
 		if qualified && r.Group != group {
 			continue
 		}
-		if r.Plural == res || r.Singular == res || contains(r.ShortNames, res) {
+		if r.Plural == res || r.Singular == res || slices.Contains(r.ShortNames, res) {
 			return r.GroupResource(), true
 		}
 	}
 	return name, false
-}
-
-func contains(l []string, s string) bool {
-	for _, e := range l {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
