@@ -163,7 +163,8 @@ func (d *Deleter) sendSnapshots(ctx context.Context, b *backup.Backup, pending [
 		rep.Counts[in.Name] = c
 	}
 	// The report: every pending snapshot reached its plugins (or had
-	// none) unless its plugin is gone; those settled leave the abandoned.
+	// none, and is settled as in any run) unless the plugin a prior row
+	// waits on is gone; those settled are no longer abandoned.
 	unsettled := map[int64]catalog.ItemOutcome{}
 	for _, o := range rep.Unsettled {
 		unsettled[o.Ordinal] = o
@@ -173,7 +174,9 @@ func (d *Deleter) sendSnapshots(ctx context.Context, b *backup.Backup, pending [
 			continue
 		}
 		ord := pending[i].ord
-		rep.SnapshotsSent++
+		if len(states[i].plugins) > 0 {
+			rep.SnapshotsSent++
+		}
 		if pending[i].prior == nil {
 			rep.NotSent-- // abandonAll counted it as never sent
 		}

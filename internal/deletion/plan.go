@@ -148,9 +148,12 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 				p.Abandon.FailedOrBlocked--
 			}
 			p.Abandon.Items--
-			p.Abandon.VolumeSnapshotsSent++
 			it := backup.SnapshotItem(pi.ord, &pi.snap)
-			for _, idx := range m.match(it) {
+			matched := m.match(it)
+			if len(matched) > 0 {
+				p.Abandon.VolumeSnapshotsSent++
+			}
+			for _, idx := range matched {
 				pp := &p.Plugins[idx]
 				pp.Items++
 				if len(pp.Samples) < planSamples {
