@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // UnfinishedError refuses the deletion of a backup that Velero has not
@@ -17,7 +18,7 @@ type UnfinishedError struct {
 }
 
 func (e *UnfinishedError) Error() string {
-	phase := e.Phase
+	phase := termtext.Quote(e.Phase) // read back from the catalog: trust nothing
 	if phase == "" {
 		phase = "(no phase yet)"
 	}

@@ -81,9 +81,6 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFinished(b); err != nil {
-		return nil, err
-	}
 	r := b.Resource
 	infos := d.cfg.Plugins.Plugins()
 	p := &Plan{Backup: name, Phase: r.Phase, Plugins: make([]PluginPlan, len(infos))}
@@ -112,6 +109,10 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		p.DueAt = r.DeletionDueAt
 	}
 
+	if err := checkFinished(b); err != nil {
+		p.Rejected = err.Error()
+		return p, nil
+	}
 	if err := d.startCheck(b, opts); err != nil {
 		p.Rejected = err.Error()
 		return p, nil

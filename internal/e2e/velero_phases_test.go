@@ -71,12 +71,15 @@ func TestUnfinishedVeleroBackupIsNeverDeleted(t *testing.T) {
 	before := treeDigest(t, e.storageDir())
 	for _, phase := range []string{"New", "InProgress", "WaitingForPluginOperations", "WaitingForPluginOperationsPartiallyFailed", "Finalizing", "FinalizingPartiallyFailed"} {
 		name := "b-" + strings.ToLower(phase)
-		for _, args := range [][]string{{"--yes"}, {"--yes", "--force"}, {"--dry-run"}, {"--yes", "--wait=false"}} {
+		for _, args := range [][]string{{"--yes"}, {"--yes", "--force"}, {"--yes", "--wait=false"}, {"--yes", "--abandon"}} {
 			r := e.run(append([]string{"backup", "delete", name}, args...)...)
 			require.Equal(t, 5, r.code, "%v %s", args, r)
 			requireOneErrorLine(t, r, "still being written by Velero (phase "+phase+")")
 			require.Equal(t, "Active", e.get(name).Phase)
 		}
+		// The plan says so, as it says of any refusal (and exits 0).
+		r := e.ok("backup", "delete", name, "--dry-run")
+		require.Contains(t, r.stdout, "REJECTED:  backup "+name+" is still being written by Velero (phase "+phase+")")
 	}
 	require.Equal(t, before, treeDigest(t, e.storageDir()), "a refused deletion changes nothing")
 	for _, phase := range []string{"Completed", "PartiallyFailed", "Failed", "FailedValidation"} {
