@@ -564,7 +564,8 @@ func (b *binary) describe(ctx context.Context, p *proc) ([]Info, error) {
 			continue
 		}
 		sel := selectorFromProto(resp.GetSelector())
-		m, err := sel.Compile()
+		resolved, unresolved := ResolveSelector(sel)
+		m, err := resolved.Compile()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("plugin %q (%s): %w", name, Quote(b.path), err))
 			continue
@@ -577,6 +578,7 @@ func (b *binary) describe(ctx context.Context, p *proc) ([]Info, error) {
 			Version:         d.GetVersion(),
 			Selector:        sel,
 			Matcher:         m,
+			Unresolved:      unresolved,
 			MaxConcurrency:  int(cmp.Or(d.GetMaxConcurrency(), uint32(plugin.DefaultMaxConcurrency))),
 			ChecksumStatus:  ChecksumUnlocked,
 		}

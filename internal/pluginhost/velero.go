@@ -16,6 +16,7 @@ package pluginhost
 // protocol has no blocked or skipped outcome: an error is a failed item.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -332,7 +333,8 @@ func withVeleroBackup(ctx context.Context, raw []byte) context.Context {
 }
 
 // veleroBackupJSON builds the velero.io/v1 Backup a Velero plugin gets
-// when the backup has no velero-backup.json of its own.
+// when the backup has no velero-backup.json of its own, from the source
+// system's identity when known (source_uid, source_created_at).
 // Its spec.storageLocation is the name of Velero's storage location when
 // the backup came from a Velero bucket (the velero.io/storage-location
 // label Velero sets), else Lethe's storage URL.
@@ -342,10 +344,10 @@ func veleroBackupJSON(b *pluginv1.Backup) ([]byte, error) {
 		loc = l
 	}
 	in := velero.PluginBackup{
-		Name: b.GetName(), UID: b.GetUid(), Labels: b.GetLabels(), Annotations: b.GetAnnotations(),
+		Name: b.GetName(), UID: cmp.Or(b.GetSourceUid(), b.GetUid()), Labels: b.GetLabels(), Annotations: b.GetAnnotations(),
 		StorageLocation: loc,
 	}
-	if t := b.GetCreatedAt(); t != nil {
+	if t := cmp.Or(b.GetSourceCreatedAt(), b.GetCreatedAt()); t != nil {
 		in.CreatedAt = t.AsTime()
 	}
 	if t := b.GetExpiresAt(); t != nil {
