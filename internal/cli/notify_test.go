@@ -86,7 +86,7 @@ func TestNotifyWebhookNeedsItsOwnOwnerOnlySecretFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfg, []byte("notify-webhook:\n  - "+u+",secret-file="+good+"\n  - https://b.example/x,secret-file="+open+"\n"), 0o600))
 	code, _, stderr = runNotify(t, home, map[string]string{"LETHE_CONFIG": cfg}, "retry", "list")
 	require.Equal(t, exitUsage, code, "the config file's second webhook has an open secret")
-	require.Contains(t, stderr, "readable by its owner only")
+	require.Contains(t, stderr, "readable or writable by group or others")
 }
 
 // TestOldSharedSecretServesOneWebhookWithAWarning: --notify-secret-file
