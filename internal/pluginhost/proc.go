@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -47,8 +48,11 @@ type binary struct {
 
 // proc is one running plugin process.
 type proc struct {
+	h        *Host
 	client   *goplugin.Client
 	pid      int
+	sock     *sockFolder   // its socket folder
+	cg       *pluginCgroup // its cgroup; nil without one
 	stubs    *plugin.Client
 	protocol int
 	killOnce sync.Once
@@ -64,6 +68,11 @@ type proc struct {
 // environment (baseEnv, then the host's own variables), its TLS material
 // through an inherited pipe, and runs as Config.PluginUser when set.
 func (b *binary) start() (*proc, error) {
+	return b.startIn(false)
+}
+
+// startIn starts the process; noCgroup keeps it out of a cgroup of its own.
+func (b *binary) startIn(noCgroup bool) (*proc, error) {
 	cfg := b.h.cfg
 	cmd := exec.Command(b.exe)
 	cmd.Args[0] = b.path
@@ -76,20 +85,37 @@ func (b *binary) start() (*proc, error) {
 	// runtime keeps its threads, and a spurious signal would only look like
 	// a crash, which the host survives by restarting the plugin.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: b.h.user.credential()}
+	// Where cgroup v2 is writable, the process is created in a cgroup of
+	// its own (cgroup_linux.go).
+	var cg *pluginCgroup
+	if !noCgroup {
+		if cg = b.h.newCgroup(); cg != nil {
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.fd
+		}
+	}
 	if b.h.user != nil {
 		cmd.Dir = "/" // Lethe's working folder may be closed to that user
 	}
 	if b.checksum != "" {
 		img, err := b.image()
 		if err != nil {
+			cg.remove(0)
 			return nil, err
 		}
 		cmd.Path = "/proc/self/fd/" + strconv.Itoa(3+len(cmd.ExtraFiles))
 		cmd.ExtraFiles = append(cmd.ExtraFiles, img)
 	}
+	// Each process gets a socket folder of its own: the only place its
+	// handshake may name (address.go).
+	sock, err := b.h.newSockFolder()
+	if err != nil {
+		cg.remove(0)
+		return nil, fmt.Errorf("plugin binary %s: %w", Quote(b.path), err)
+	}
+	p := &proc{h: b.h, sock: sock, cg: cg, grace: cfg.KillGrace}
 	// The host's own variables come last: nothing inherited or configured
 	// can override them (go-plugin appends its handshake variables after).
-	cmd.Env = append(slices.Clone(b.env), goplugin.EnvUnixSocketDir+"="+b.h.pluginSoc)
+	cmd.Env = append(slices.Clone(b.env), goplugin.EnvUnixSocketDir+"="+sock.path)
 	var tlsConfig *tls.Config
 	var pm *plugin.PluginMTLS
 	handshake, versioned, dispense := plugin.Handshake, plugin.VersionedPlugins(), plugin.PluginSetKey
@@ -98,11 +124,14 @@ func (b *binary) start() (*proc, error) {
 		handshake, versioned, dispense = veleroHandshake, veleroPlugins(), veleroPluginSetKey
 	}
 	if b.h.mtls != nil && !b.velero {
-		var err error
 		if pm, err = b.h.mtls.ForPlugin(); err != nil {
+			sock.remove()
+			cg.remove(0)
 			return nil, fmt.Errorf("plugin binary %s: mTLS: %w", b.path, err)
 		}
 		if err := pm.Attach(cmd); err != nil {
+			sock.remove()
+			cg.remove(0)
 			return nil, fmt.Errorf("plugin binary %s: %w", b.path, err)
 		}
 		defer pm.Close()
@@ -123,19 +152,38 @@ func (b *binary) start() (*proc, error) {
 		Stderr:           b.tail,
 		SyncStdout:       &lineLogger{log: lines.Debug},
 		SyncStderr:       &lineLogger{log: lines.Info, tail: b.tail},
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(plugin.MaxMessageSize),
-			grpc.MaxCallSendMsgSize(plugin.MaxMessageSize),
-		)},
+		GRPCDialOptions: []grpc.DialOption{
+			grpc.WithDefaultCallOptions(
+				grpc.MaxCallRecvMsgSize(plugin.MaxMessageSize),
+				grpc.MaxCallSendMsgSize(plugin.MaxMessageSize),
+			),
+			// After go-plugin's own dialer, so it replaces it: the
+			// connection goes only to the socket accept checked.
+			grpc.WithContextDialer(sock.dial),
+		},
 	})
-	p := &proc{client: client, grace: cfg.KillGrace}
-	err := startClient(client)
+	p.client = client
+	addr, err := startClient(client)
+	cg.started()
 	if cmd.Process != nil {
 		p.pid = cmd.Process.Pid
+		reaper.register(p.pid)
 	}
 	if err != nil {
 		p.kill(false)
+		if cmd.Process == nil && cg != nil {
+			// Not even created: maybe the kernel refused the cgroup
+			// (clone3 CLONE_INTO_CGROUP). Once more without one.
+			if p2, err2 := b.startIn(true); err2 == nil {
+				b.h.cgroupsOff("cannot start a process in a cgroup", err)
+				return p2, nil
+			}
+		}
 		return nil, b.startError(err)
+	}
+	if err := sock.accept(addr); err != nil {
+		p.kill(false)
+		return nil, fmt.Errorf("plugin binary %s: %w", Quote(b.path), err)
 	}
 	if pm != nil {
 		if err := pm.CheckHandshake(); err != nil {
@@ -168,14 +216,13 @@ func (b *binary) start() (*proc, error) {
 // plugin's handshake line carries a certificate while the host has no TLS
 // configuration (mTLS disabled): a plugin must not be able to crash Lethe,
 // so that becomes an error.
-func startClient(c *goplugin.Client) (err error) {
+func startClient(c *goplugin.Client) (addr net.Addr, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the plugin's handshake line made go-plugin fail: %v", r)
 		}
 	}()
-	_, err = c.Start()
-	return err
+	return c.Start()
 }
 
 // image returns the sealed in-memory copy of a locked binary, made and
@@ -375,32 +422,56 @@ func (b *binary) shutdown() {
 	}
 }
 
-// kill ends the process and its whole process group. graceful asks the
-// plugin to shut down through go-plugin first, then signals what is left
-// (plugin.StopProcess); otherwise (a crashed or hung plugin) the group is
-// SIGKILLed at once.
+// kill ends the process and everything it started, and waits until they
+// are gone:
 //
-// A process that failed before its RPC client existed is only SIGKILLed
-// and reaped: go-plugin's Kill would first dial the dying plugin to close
-// a client it never made, and when that dial's streams fail it leaks the
+//  1. graceful (Close): go-plugin's Shutdown call, then SIGTERM to what is
+//     left of the process group, then SIGKILL after the grace
+//     (plugin.StopProcess); otherwise (a hang, a crash, a broken stream, a
+//     restart): SIGTERM to the process group, then SIGKILL to the group
+//     after the grace, or as soon as the group is gone;
+//  2. cgroup.kill of its cgroup, when it has one (cgroup_linux.go);
+//  3. once go-plugin has waited for the process: the sweep of what is left
+//     (reap_linux.go), its zombies reaped, and its socket folder removed.
+//
+// A process that failed before its RPC client existed is not handed to
+// go-plugin's Kill: that would first dial the dying plugin to close a
+// client it never made, and when that dial's streams fail it leaks the
 // gRPC connection (seen as goroutines left behind after a failed start).
 func (p *proc) kill(graceful bool) {
 	p.killOnce.Do(func() {
-		if graceful && p.connected {
+		switch {
+		case graceful && p.connected:
 			plugin.StopProcess(p.client, p.pid, p.grace)
-			return
+		case p.pid > 0:
+			p.terminate()
 		}
-		if p.pid > 0 {
-			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-		}
+		members := p.cg.kill()
 		if p.connected {
 			p.client.Kill()
-			return
+		} else {
+			for deadline := time.Now().Add(p.grace + time.Second); p.pid > 0 && !p.client.Exited() && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 		}
-		for deadline := time.Now().Add(p.grace + time.Second); p.pid > 0 && !p.client.Exited() && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
+		if p.pid > 0 && p.client.Exited() {
+			reaper.unregister(p.pid)
 		}
+		p.cg.wait(p.grace + time.Second)
+		reaper.sweep(p.pid, p.cg == nil, members)
+		p.cg.remove(0)
+		p.sock.remove()
 	})
+}
+
+// terminate sends SIGTERM to the process group, waits until it is gone or
+// the grace is over, then sends SIGKILL to the group.
+func (p *proc) terminate() {
+	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+	for deadline := time.Now().Add(p.grace); groupAlive(p.pid) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 }
 
 // pluginLogger is the logger go-plugin gets. It names a binary's log lines
