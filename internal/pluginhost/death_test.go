@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -131,6 +133,17 @@ func TestHostSIGKILLLeavesNothing(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		require.False(t, alive(pid), "the %s (pid %d) outlived the host's SIGKILL", what, pid)
+	}
+	reapHelpersChildren(slices.Collect(maps.Values(pids)))
+}
+
+// reapHelpersChildren reaps the processes of a dead host helper that were
+// re-parented to this test process (a subreaper once it ran a host): a
+// host inside a host exists only in these tests.
+func reapHelpersChildren(pids []int) {
+	for _, pid := range pids {
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 	}
 }
 

@@ -97,7 +97,12 @@ func requireNoSurvivors(t *testing.T, pids []int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("survivors %v, unreaped zombies %v", left, zombies)
+			var comms []string
+			for _, pid := range zombies {
+				data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+				comms = append(comms, strings.TrimSpace(string(data)))
+			}
+			t.Fatalf("survivors %v, unreaped zombies %v: %q", left, zombies, comms)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -201,4 +206,19 @@ func TestPluginIgnoringSIGTERMIsKilledAfterTheGrace(t *testing.T) {
 	b.fail(p, os.ErrDeadlineExceeded)
 	require.False(t, alive(p.pid), "killed")
 	require.GreaterOrEqual(t, time.Since(start), grace, "after the grace, not at once")
+}
+
+// TestIdlePluginCrashLeavesNoSurvivors: a plugin process that dies while no
+// session uses it is noticed, and what it left is ended then, not at its
+// next use.
+func TestIdlePluginCrashLeavesNoSurvivors(t *testing.T) {
+	inBothModes(t, func(t *testing.T, cfg Config) {
+		h, state, pid := leftoverHost(t, cfg)
+		got := run(t, h, "example.com/test", SessionOptions{}, "daemon")
+		require.Equal(t, plugin.OutcomeDone, got[1].Outcome)
+		pids := daemonPIDs(t, state, 1)
+		require.True(t, alive(pids[0]))
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		requireNoSurvivors(t, pids)
+	})
 }

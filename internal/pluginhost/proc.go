@@ -56,6 +56,7 @@ type proc struct {
 	stubs    *plugin.Client
 	protocol int
 	killOnce sync.Once
+	killing  chan struct{} // closed when kill begins
 	grace    time.Duration
 	// connected is set once go-plugin's RPC client exists (Client()
 	// succeeded): only then may kill call go-plugin's Kill (see kill).
@@ -112,7 +113,7 @@ func (b *binary) startIn(noCgroup bool) (*proc, error) {
 		cg.remove(0)
 		return nil, fmt.Errorf("plugin binary %s: %w", Quote(b.path), err)
 	}
-	p := &proc{h: b.h, sock: sock, cg: cg, grace: cfg.KillGrace}
+	p := &proc{h: b.h, sock: sock, cg: cg, grace: cfg.KillGrace, killing: make(chan struct{})}
 	// The host's own variables come last: nothing inherited or configured
 	// can override them (go-plugin appends its handshake variables after).
 	cmd.Env = append(slices.Clone(b.env), goplugin.EnvUnixSocketDir+"="+sock.path)
@@ -209,7 +210,31 @@ func (b *binary) startIn(noCgroup bool) (*proc, error) {
 	}
 	p.stubs = stubs
 	p.protocol = client.NegotiatedVersion()
+	go b.watch(p)
 	return p, nil
+}
+
+// watchInterval is how often watch looks whether a plugin process exited.
+const watchInterval = 100 * time.Millisecond
+
+// watch notices a plugin process that exits on its own while no session
+// uses it (a crash, an exit between items), so that what it left is ended
+// then, not at its next use: it fails the process, which kills and sweeps
+// it. It returns once the process is killed.
+func (b *binary) watch(p *proc) {
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.killing:
+			return
+		case <-t.C:
+		}
+		if p.client.Exited() {
+			b.fail(p, errors.New("the plugin process exited"))
+			return
+		}
+	}
 }
 
 // startClient starts the go-plugin client. go-plugin panics when a
@@ -440,6 +465,7 @@ func (b *binary) shutdown() {
 // gRPC connection (seen as goroutines left behind after a failed start).
 func (p *proc) kill(graceful bool) {
 	p.killOnce.Do(func() {
+		close(p.killing)
 		switch {
 		case graceful && p.connected:
 			plugin.StopProcess(p.client, p.pid, p.grace)

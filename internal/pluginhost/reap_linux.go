@@ -144,7 +144,7 @@ func (r *procReaper) sweep(pgid int, killOrphans bool, cgroupMembers []int) {
 	for _, pid := range cgroupMembers {
 		members[pid] = true
 	}
-	for round := 0; round < 200; round++ {
+	for round := 0; round < 500; round++ {
 		procs := readProcs()
 		children := map[int][]int{}
 		for _, e := range procs {
@@ -163,12 +163,16 @@ func (r *procReaper) sweep(pgid int, killOrphans bool, cgroupMembers []int) {
 				add(c)
 			}
 		}
-		zombies := 0
+		// pending counts Lethe's children of this plugin that were killed
+		// and are still to be reaped: zombies, and those not yet zombies
+		// (a process leaves its cgroup before it becomes a zombie).
+		pending := 0
 		for _, e := range procs {
-			mine := r.adopted(e, self, pgid) || (members[e.pid] && e.ppid == self && !r.isPlugin(e.pid))
+			member := members[e.pid] && e.ppid == self && !r.isPlugin(e.pid)
+			mine := member || r.adopted(e, self, pgid)
 			if e.state == 'Z' {
 				if mine {
-					zombies++
+					pending++
 					var ws unix.WaitStatus
 					_, _ = unix.Wait4(e.pid, &ws, unix.WNOHANG, nil)
 				}
@@ -179,9 +183,11 @@ func (r *procReaper) sweep(pgid int, killOrphans bool, cgroupMembers []int) {
 				add(e.pid)
 			case killOrphans && r.adopted(e, self, 0):
 				add(e.pid)
+			case member || (mine && pgid > 0 && e.pgid == pgid):
+				pending++
 			}
 		}
-		if len(kill) == 0 && zombies == 0 {
+		if len(kill) == 0 && pending == 0 {
 			return
 		}
 		for _, pid := range kill {
