@@ -2,6 +2,7 @@ package pluginhost
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lethehq/lethe/pkg/plugin"
@@ -221,4 +223,33 @@ func TestIdlePluginCrashLeavesNoSurvivors(t *testing.T) {
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 		requireNoSurvivors(t, pids)
 	})
+}
+
+// TestSweepSparesOtherChildren: the sweep neither kills nor reaps a child
+// that Lethe started itself outside pluginhost (os/exec waits for it): one
+// in a process group of its own stays alive, and one that exited is still
+// there for its Cmd.Wait, with its status.
+func TestSweepSparesOtherChildren(t *testing.T) {
+	reaper.enable(hclog.NewNullLogger())
+	running := exec.Command("sleep", "60")
+	running.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, running.Start())
+	t.Cleanup(func() { _ = running.Process.Kill(); _ = running.Wait() })
+	exited := exec.Command("sh", "-c", "exit 7")
+	require.NoError(t, exited.Start())
+	waitFor(t, "the child to exit", func() bool {
+		e, ok := readProc(exited.Process.Pid)
+		return ok && e.state == 'Z'
+	})
+
+	dead := exec.Command("true") // stands for a plugin that ended
+	require.NoError(t, dead.Run())
+	reaper.sweep(dead.Process.Pid, true, nil)
+	reaper.sweep(0, true, nil)
+
+	require.True(t, alive(running.Process.Pid), "a child in a process group of its own is not a plugin's")
+	err := exited.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "os/exec still waits for its child")
+	require.Equal(t, 7, ee.ExitCode())
 }
