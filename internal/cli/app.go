@@ -114,7 +114,7 @@ func (a *app) plugins(context.Context) (*pluginhost.Host, error) {
 	}
 	h, err := pluginhost.New(&pluginhost.Config{
 		Dir: a.g.pluginDir, VeleroDir: veleroDir, Logger: a.log,
-		ItemTimeout: a.g.itemTimeoutD, PluginTimeouts: a.g.pluginTimeoutsD,
+		ItemTimeout: a.g.itemTimeoutD, PluginTimeouts: a.g.pluginTimeoutsD, KillGrace: a.g.killGraceD,
 		LockFile: a.g.trust.lockFile, RequireLock: a.g.trust.requireLock,
 		PluginEnv: a.g.trust.pluginEnvM, PluginUser: a.g.trust.pluginUser,
 	})
