@@ -180,7 +180,11 @@ func TestDeadHostsPluginCgroupIsKilledByTheNextHost(t *testing.T) {
 	addScript(t, dir, "test", "-raw=example.com/test", "-ignore-term", "-daemon-at-start="+filepath.Join(state, "daemon.pid"))
 	cmd, pluginPID := startHostHelper(t, dir, hostHelperRawEnv+"=1")
 	pids := append(daemonPIDs(t, state, 1), pluginPID)
-	t.Cleanup(func() { _ = syscall.Kill(pluginPID, syscall.SIGKILL) })
+	t.Cleanup(func() {
+		_ = syscall.Kill(pluginPID, syscall.SIGKILL)
+		waitFor(t, "the plugin to die", func() bool { return !alive(pluginPID) })
+		reapHelpersChildren(pids)
+	})
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()

@@ -80,7 +80,7 @@ func main() {
 	symlink := flag.String("symlink", "", "with -handshake: make {dir}/link a symlink to this path first")
 	daemon := flag.Bool("daemon", false, "be the daemon: ignore SIGTERM and sleep")
 	forkDaemon := flag.String("fork-daemon", "", "start a daemon, append its pid to this file, and exit")
-	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM (with -raw)")
+	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM and SIGPIPE (with -raw)")
 	daemonAtStart := flag.String("daemon-at-start", "", "with -raw: double-fork a daemon at start, its pid appended to this file")
 	flag.Parse()
 	switch {
@@ -108,7 +108,8 @@ func main() {
 		return
 	}
 	if *ignoreTerm {
-		signal.Ignore(syscall.SIGTERM)
+		// SIGPIPE too: a write to the dead host's pipes must not end it.
+		signal.Ignore(syscall.SIGTERM, syscall.SIGPIPE)
 	}
 	if *daemonAtStart != "" {
 		if err := doubleFork(*daemonAtStart); err != nil {
