@@ -130,7 +130,7 @@ func (a *app) plugins(context.Context) (*pluginhost.Host, error) {
 	}
 	h, err := pluginhost.New(&pluginhost.Config{
 		Dir: a.g.pluginDir, VeleroDir: veleroDir, Logger: a.log,
-		ItemTimeout: a.g.itemTimeoutD, PluginTimeouts: a.g.pluginTimeoutsD,
+		ItemTimeout: a.g.itemTimeoutD, PluginTimeouts: a.g.pluginTimeoutsD, KillGrace: a.g.killGraceD,
 		LockFile: a.g.lockFile(), VeleroLockFile: a.g.veleroLockFile(), RequireLock: a.g.requireLock(),
 		PluginEnv: a.g.trust.pluginEnvM, PluginUser: a.g.trust.pluginUser,
 	})

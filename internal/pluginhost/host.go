@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -75,12 +76,18 @@ type Config struct {
 
 	// StartTimeout bounds one process start and handshake (default 30s).
 	StartTimeout time.Duration
-	// KillGrace is how long Close waits after SIGTERM before SIGKILL
-	// (default 2s). Close first asks each plugin to shut down through
-	// go-plugin (which waits 2s for it to exit), then sends SIGTERM to what
-	// is left of its process group. Crashed and hung plugins get SIGKILL at
-	// once.
+	// KillGrace is how long a plugin process has between SIGTERM and
+	// SIGKILL (default 2s). A plugin killed for a timed-out item or a
+	// broken stream, or one being restarted, gets SIGTERM to its process
+	// group, then, after KillGrace, SIGKILL to the group (and cgroup.kill
+	// of its cgroup). Close first asks each plugin to shut down through
+	// go-plugin (which waits 2s for it to exit), then does the same.
 	KillGrace time.Duration
+	// DisableCgroups keeps plugin processes in Lethe's own cgroup even
+	// where cgroup v2 is writable: what they leave is then found through
+	// Lethe's child subreaper only (reap_linux.go). For tests and
+	// debugging.
+	DisableCgroups bool
 
 	// LockFile is the lock file (default Dir/lethe-plugins.lock). While it
 	// exists, binaries that are not in it, or whose sha256 differs, are
@@ -200,7 +207,11 @@ type Host struct {
 	timeouts  map[string]time.Duration
 	mtls      *plugin.HostMTLS // nil unless Lethe's automatic mTLS is on
 	user      *pluginUser      // nil unless plugins run as another user
-	pluginSoc string           // the socket folder plugins are given
+	sockSeq   atomic.Uint64    // names each plugin's socket folder
+
+	cgroupMu  sync.Mutex
+	cgroupDir string // Lethe's own cgroup v2 folder; "" without cgroups
+	cgroupSeq atomic.Uint64
 
 	binaries []*binary // loaded: no Problem
 	plugins  map[string]*entry
@@ -350,11 +361,19 @@ func New(cfg *Config) (*Host, error) {
 		}
 		h.ownSocket = true
 	}
-	h.pluginSoc = h.socketDir
 	if h.user != nil {
-		if h.pluginSoc, err = h.user.socketDir(h.socketDir); err != nil {
+		if err := h.user.socketRoot(h.socketDir); err != nil {
 			h.Close()
 			return nil, err
+		}
+	}
+	reaper.enable(h.logger)
+	if !c.DisableCgroups {
+		if dir, err := cgroupDir(); err != nil {
+			h.logger.Debug("plugins run without a cgroup of their own", "error", err)
+		} else {
+			sweepCgroups(dir, h.logger)
+			h.cgroupDir = dir
 		}
 	}
 	var bins []*binary
@@ -475,6 +494,7 @@ func (h *Host) Close() error {
 	for _, b := range h.binaries {
 		b.closeImage()
 	}
+	reaper.sweep(0, true, nil)
 	if h.ownSocket {
 		os.RemoveAll(h.socketDir)
 	}
