@@ -216,6 +216,9 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 	}
 	if cond := stuckCondition(r); cond != nil {
 		e.Stuck = true
+		if cond.Reason == ReasonCycle {
+			reasons = append([]string{cond.Message}, reasons...)
+		}
 	}
 	reasons = append(reasons, lines...)
 	if len(reasons) == 0 {

@@ -288,12 +288,20 @@ type DeleteOptions struct {
 type RefusedError struct {
 	Key       catalog.Key
 	Referrers []catalog.Key
+	// Cycle, when set, is the cycle the key is on (a catalog written
+	// before cycles were refused at apply): deleting the referrers first
+	// cannot work either.
+	Cycle []catalog.CycleEdge
 }
 
 func (e *RefusedError) Error() string {
 	names := make([]string, len(e.Referrers))
 	for i, k := range e.Referrers {
 		names[i] = k.String()
+	}
+	if len(e.Cycle) > 0 {
+		return fmt.Sprintf("refusing to delete %s: it is the target of block references from %s, on a %s: none of them can be deleted before the others",
+			e.Key, strings.Join(names, ", "), catalog.FormatCycle(e.Cycle))
 	}
 	return fmt.Sprintf("refusing to delete %s: it is the target of block references from %s (delete them first, or change their onTargetDelete)",
 		e.Key, strings.Join(names, ", "))
@@ -319,7 +327,11 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 		if refs, err := c.blockingReferrers(ctx, r, true); err != nil {
 			return nil, err
 		} else if len(refs) > 0 {
-			return nil, &RefusedError{Key: k, Referrers: refs}
+			cyc, err := c.cycleThrough(ctx, r)
+			if err != nil {
+				return nil, err
+			}
+			return nil, &RefusedError{Key: k, Referrers: refs, Cycle: cyc}
 		}
 	}
 	if opts.DryRun {

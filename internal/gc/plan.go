@@ -76,11 +76,16 @@ func (c *Collector) Plan(ctx context.Context, k catalog.Key, prop Propagation) (
 	// but not yet visited does not count as remaining.
 	queue := []todo{{root, prop, "requested"}}
 	deleted[root.UID] = true
+	// again are the resources an edge of the cascade reaches a second
+	// time: a cycle of the cascade, if any, goes through one of them.
+	var again []*catalog.Resource
 	push := func(t todo) {
 		if !deleted[t.r.UID] {
 			deleted[t.r.UID] = true
 			queue = append(queue, t)
+			return
 		}
+		again = append(again, t.r)
 	}
 	for len(queue) > 0 {
 		t := queue[0]
@@ -91,7 +96,11 @@ func (c *Collector) Plan(ctx context.Context, k catalog.Key, prop Propagation) (
 			return nil, err
 		}
 		for _, d := range deps {
-			if ownerEdge(d, t.r.UID) == nil || deleted[d.UID] {
+			if ownerEdge(d, t.r.UID) == nil {
+				continue
+			}
+			if deleted[d.UID] {
+				again = append(again, d)
 				continue
 			}
 			if t.prop == Orphan {
@@ -147,6 +156,35 @@ func (c *Collector) Plan(ctx context.Context, k catalog.Key, prop Propagation) (
 				}
 			}
 		}
+	}
+	// A cycle of waits in the cascade: none of its resources could be
+	// purged. Each cycle is listed once, as blocked, by its first resource.
+	cycles := map[string]bool{}
+	for _, b := range blocks {
+		if deleted[b.referrer.UID] {
+			again = append(again, b.referrer)
+		}
+	}
+	for _, r := range again {
+		cyc, err := c.cycleThrough(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if cyc == nil {
+			continue
+		}
+		line := catalog.FormatCycle(cyc)
+		if cycles[line] {
+			continue
+		}
+		cycles[line] = true
+		first := catalog.Canonical(cyc)[0].From
+		phase := r.Phase
+		if x, err := c.st.Get(ctx, first); err == nil {
+			phase = x.Phase
+		}
+		p.Entries = append(p.Entries, PlanEntry{Resource: first, Action: ActionBlocked, Phase: phase,
+			Reason: line + ": none of them can be purged before the others"})
 	}
 	for _, b := range blocks {
 		if deleted[b.referrer.UID] {

@@ -30,6 +30,8 @@ type result struct {
 type stuckInfo struct {
 	reason string
 	chain  []string
+	// cycle is the cycle of a ReasonCycle, canonical (catalog.Canonical).
+	cycle []catalog.CycleEdge
 }
 
 func (s *stuckInfo) message() string { return strings.Join(s.chain, " → ") }
@@ -63,7 +65,30 @@ func (c *Collector) step(ctx context.Context, uid string, depth int) (result, er
 	return c.stepResource(ctx, r, depth)
 }
 
+// inlineKey is the context key of the resources being stepped further up
+// the same inline chain: a resource is never stepped inline inside its
+// own step (on a cycle, each step would step the other, with what it
+// read, down to MaxInlineDepth).
+type inlineKey struct{}
+
+func onInlinePath(ctx context.Context, uid string) bool {
+	p, _ := ctx.Value(inlineKey{}).(*inlinePath)
+	for ; p != nil; p = p.up {
+		if p.uid == uid {
+			return true
+		}
+	}
+	return false
+}
+
+type inlinePath struct {
+	uid string
+	up  *inlinePath
+}
+
 func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth int) (result, error) {
+	up, _ := ctx.Value(inlineKey{}).(*inlinePath)
+	ctx = context.WithValue(ctx, inlineKey{}, &inlinePath{uid: r.UID, up: up})
 	var w waits
 	policy := Propagation(r.PropagationPolicy)
 	if policy == "" {
@@ -104,7 +129,9 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 			if d.Phase == catalog.PhaseDeleting {
 				if block {
 					w.dependents = append(w.dependents, d)
-					entered = append(entered, d)
+					if !onInlinePath(ctx, d.UID) {
+						entered = append(entered, d)
+					}
 				}
 				continue
 			}
@@ -632,6 +659,18 @@ func (c *Collector) rewrite(ctx context.Context, x *catalog.Resource, change fun
 // stuck dependent or referrer, or an owner cycle.
 func (c *Collector) stuckOf(ctx context.Context, r *catalog.Resource, w *waits) *stuckInfo {
 	self := r.Key().String()
+	if len(w.dependents) > 0 || len(w.referrers) > 0 {
+		// A cycle first: its members would otherwise report each other
+		// (DependentStuck within BlockedByReferrer within ...).
+		cyc, err := c.cycleThrough(ctx, r)
+		if err != nil {
+			c.log.Warn("looking for a cycle", "resource", r.Key(), "error", err)
+		}
+		if cyc != nil {
+			return &stuckInfo{reason: ReasonCycle, cycle: catalog.Canonical(cyc),
+				chain: []string{catalog.FormatCycle(cyc) + ": none of them can be purged before the others"}}
+		}
+	}
 	for _, x := range w.referrers {
 		if x.Phase != catalog.PhaseDeleting {
 			return &stuckInfo{reason: "BlockedByReferrer", chain: []string{
@@ -655,11 +694,6 @@ func (c *Collector) stuckOf(ctx context.Context, r *catalog.Resource, w *waits) 
 				self + " waits for finalizer " + f + " (its controller removes it, or: lethe finalize " + finalizeArgs(r.Key(), f) + ")"}}
 		}
 	}
-	if len(w.dependents) > 0 || len(w.referrers) > 0 {
-		if cyc := c.ownerCycle(ctx, r); len(cyc) > 0 {
-			return &stuckInfo{reason: "OwnerCycle", chain: []string{"owner cycle: " + strings.Join(cyc, " → ")}}
-		}
-	}
 	return nil
 }
 
@@ -675,43 +709,13 @@ func finalizeArgs(k catalog.Key, f string) string {
 // collector writes from the graph (stuckOf).
 var collectorReasons = map[string]bool{
 	"BlockedByReferrer": true, "DependentStuck": true, "PluginUnfinished": true,
-	"WaitingForFinalizer": true, "OwnerCycle": true,
+	"WaitingForFinalizer": true, "OwnerCycle": true, ReasonCycle: true,
 }
 
 func stuckCondition(r *catalog.Resource) *catalog.Condition {
 	for i := range r.Conditions {
 		if r.Conditions[i].Type == ConditionStuck && r.Conditions[i].Status == "True" {
 			return &r.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// ownerCycle walks r's owners upwards and returns the cycle through r, if
-// any (bounded: a cycle is reported, never looped on).
-func (c *Collector) ownerCycle(ctx context.Context, r *catalog.Resource) []string {
-	type node struct {
-		res  *catalog.Resource
-		path []string
-	}
-	seen := map[string]bool{r.UID: true}
-	queue := []node{{r, []string{r.Key().String()}}}
-	for steps := 0; len(queue) > 0 && steps < 256; steps++ {
-		n := queue[0]
-		queue = queue[1:]
-		for _, o := range n.res.Owners {
-			if o.UID == r.UID {
-				return append(slices.Clone(n.path), r.Key().String())
-			}
-			if seen[o.UID] {
-				continue
-			}
-			seen[o.UID] = true
-			or, err := c.st.GetByUID(ctx, o.UID)
-			if err != nil {
-				continue
-			}
-			queue = append(queue, node{or, append(slices.Clone(n.path), or.Key().String())})
 		}
 	}
 	return nil
@@ -727,7 +731,7 @@ func (c *Collector) noteStuck(ctx context.Context, r *catalog.Resource, s *stuck
 	case s != nil && cur != nil && cur.Reason == s.reason && cur.Message == s.message():
 		return nil
 	}
-	return c.rewriteQuiet(ctx, r, func(x *catalog.Resource) bool {
+	err := c.rewriteQuiet(ctx, r, func(x *catalog.Resource) bool {
 		x.Conditions = slices.DeleteFunc(x.Conditions, func(cd catalog.Condition) bool { return cd.Type == ConditionStuck })
 		if s != nil {
 			x.Conditions = append(x.Conditions, catalog.Condition{Type: ConditionStuck, Status: "True", Reason: s.reason,
@@ -735,6 +739,20 @@ func (c *Collector) noteStuck(ctx context.Context, r *catalog.Resource, s *stuck
 		}
 		return true
 	})
+	if err != nil {
+		return err
+	}
+	if s != nil && s.reason == ReasonCycle && s.cycle[0].From == r.Key() {
+		// One audit entry per cycle: by its first resource (every
+		// resource of it reports the same cycle), when it is found.
+		if err := c.st.AppendAudit(ctx, catalog.AuditEntry{
+			Time: c.now(), Actor: catalog.ActorFrom(c.actor(ctx)), Action: AuditCycle, Kind: r.Kind, Namespace: r.Namespace,
+			Name: r.Name, UID: r.UID, FromPhase: r.Phase, ToPhase: r.Phase, Reason: s.message(),
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rewriteQuiet is rewrite without an audit entry (conditions).
