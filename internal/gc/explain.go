@@ -102,11 +102,13 @@ func (c *Collector) Explain(ctx context.Context, k catalog.Key) (*Explanation, e
 	if err != nil {
 		return nil, err
 	}
-	return c.explain(ctx, r, nil, 0)
+	return c.explain(ctx, r, nil, 0, map[string]bool{})
 }
 
 // relation says how a parent waits for a child.
-func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []string, depth int) (*Explanation, error) {
+// said holds the cycles the tree has printed already: each is printed
+// once.
+func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []string, depth int, said map[string]bool) (*Explanation, error) {
 	e := &Explanation{Resource: r.Key(), Phase: r.Phase, Finalizers: r.Finalizers, WaitingFor: []*Explanation{}}
 	if slices.Contains(path, r.UID) {
 		e.Reason = "cycle: " + r.Key().String() + " is already waiting further up this tree"
@@ -135,7 +137,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 			ce = &Explanation{Resource: child.Key(), Phase: child.Phase, Reason: "(deeper levels not shown)", WaitingFor: []*Explanation{}}
 		} else {
 			var err error
-			if ce, err = c.explain(ctx, child, path, depth+1); err != nil {
+			if ce, err = c.explain(ctx, child, path, depth+1, said); err != nil {
 				return err
 			}
 		}
@@ -216,7 +218,12 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 	}
 	if cond := stuckCondition(r); cond != nil {
 		e.Stuck = true
-		if cond.Reason == ReasonCycle {
+		switch {
+		case cond.Reason != ReasonCycle:
+		case said[cond.Message]:
+			reasons = append([]string{"on the cycle above"}, reasons...)
+		default:
+			said[cond.Message] = true
 			reasons = append([]string{cond.Message}, reasons...)
 		}
 	}
