@@ -1,6 +1,9 @@
 package gc_test
 
 import (
+	"context"
+	"time"
+
 	"errors"
 	"testing"
 
@@ -244,7 +247,9 @@ func TestACycleThatAroseAnywayIsReportedOnce(t *testing.T) {
 		make func(x *catalog.Resource)
 		want string
 	}{
-		{"owner edges", func(x *catalog.Resource) { x.Owners = append(x.Owners, catalog.OwnerRef{Kind: "Node", Name: "y", BlockOwnerDeletion: true}) },
+		{"owner edges", func(x *catalog.Resource) {
+			x.Owners = append(x.Owners, catalog.OwnerRef{Kind: "Node", Name: "y", BlockOwnerDeletion: true})
+		},
 			"cycle: Node/prod/x owns Node/prod/y; Node/prod/y owns Node/prod/x: none of them can be purged before the others"},
 		{"owner edge and block reference", func(x *catalog.Resource) {
 			x.References = append(x.References, catalog.Reference{Kind: "Node", Namespace: "prod", Name: "y", OnTargetDelete: catalog.RefBlock})
@@ -267,7 +272,14 @@ func TestACycleThatAroseAnywayIsReportedOnce(t *testing.T) {
 				require.Equal(t, 1, p.Count(gc.ActionBlocked), "%+v", p.Entries)
 				require.Contains(t, p.Entries[len(p.Entries)-1].Reason, tc.want)
 
-				require.Equal(t, gc.OutcomeStuck, f.del(x, gc.Foreground))
+				_, err = f.c.Delete(f.ctx, x.Key(), gc.DeleteOptions{})
+				require.NoError(t, err)
+				// A cycle nobody finds would never end: 15 s is plenty.
+				dctx, cancel := context.WithTimeout(f.ctx, 15*time.Second)
+				out, err := f.c.Drive(dctx, x.Key(), gc.DriveOptions{})
+				cancel()
+				require.NoError(t, err, "Drive must return stuck, not run on")
+				require.Equal(t, gc.OutcomeStuck, out)
 				for _, r := range []*catalog.Resource{x, y} {
 					cur := f.requirePhase(r, catalog.PhaseDeleting)
 					require.NotNil(t, stuck(cur), "%s", r.Key())
