@@ -128,6 +128,15 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		return e, nil
 	}
 	var reasons []string
+	// A cycle is said first, and once in the tree: where it is met first.
+	if cond := stuckCondition(r); cond != nil && cond.Reason == ReasonCycle {
+		if said[cond.Message] {
+			reasons = append(reasons, "on the cycle above")
+		} else {
+			said[cond.Message] = true
+			reasons = append(reasons, cond.Message)
+		}
+	}
 	add := func(child *catalog.Resource, why string) error {
 		if len(e.WaitingFor) >= maxExplainChildren {
 			return nil
@@ -218,14 +227,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 	}
 	if cond := stuckCondition(r); cond != nil {
 		e.Stuck = true
-		switch {
-		case cond.Reason != ReasonCycle:
-		case said[cond.Message]:
-			reasons = append([]string{"on the cycle above"}, reasons...)
-		default:
-			said[cond.Message] = true
-			reasons = append([]string{cond.Message}, reasons...)
-		}
+
 	}
 	reasons = append(reasons, lines...)
 	if len(reasons) == 0 {
