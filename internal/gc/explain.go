@@ -97,7 +97,7 @@ func (c *Collector) Explain(ctx context.Context, k catalog.Key) (*Explanation, e
 		if terr != nil {
 			return nil, err
 		}
-		return &Explanation{Resource: k, Phase: catalog.PhasePurged, Reason: "purged at " + ts.PurgedAt.Format("2006-01-02T15:04:05Z07:00") + " by " + ts.Actor, WaitingFor: []*Explanation{}}, nil
+		return c.explainPurged(ctx, k, ts)
 	}
 	if err != nil {
 		return nil, err
@@ -185,9 +185,16 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 	if err != nil {
 		return nil, err
 	}
-	var blockers []string
+	var blockers, cascaders []string
 	for _, x := range refs {
 		for _, ref := range refsTo(x, r) {
+			if ref.OnTargetDelete == catalog.RefCascade && policy == Foreground && slices.Contains(r.Finalizers, catalog.FinalizerCascade) {
+				cascaders = append(cascaders, x.Key().String())
+				if err := add(x, "holds a cascade reference to "+r.Key().String()+", which waits until it is purged"); err != nil {
+					return nil, err
+				}
+				break
+			}
 			if ref.OnTargetDelete != catalog.RefBlock {
 				continue
 			}
@@ -201,6 +208,9 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 			}
 			break
 		}
+	}
+	if len(cascaders) > 0 {
+		reasons = append(reasons, fmt.Sprintf("waiting for %d referrer(s) with a cascade reference to it (Foreground): %s", len(cascaders), strings.Join(cascaders, ", ")))
 	}
 	if len(blockers) > 0 {
 		reasons = append(reasons, r.Key().String()+" is blocked by "+strings.Join(blockers, ", ")+" (block reference): it cannot be purged while they exist")
@@ -260,4 +270,54 @@ func writeTree(w io.Writer, e *Explanation, first, rest string) error {
 		}
 	}
 	return nil
+}
+
+// explainPurged explains a purged resource from its tombstone, and lists
+// what its deletion set off that has not finished yet (Background, or
+// a referrer entered by its cascade): its dependents and the referrers
+// holding a cascade reference to it that are still Deleting.
+func (c *Collector) explainPurged(ctx context.Context, k catalog.Key, ts *catalog.Tombstone) (*Explanation, error) {
+	e := &Explanation{Resource: k, Phase: catalog.PhasePurged, Reason: "purged at " + ts.PurgedAt.Format("2006-01-02T15:04:05Z07:00") + " by " + ts.Actor, WaitingFor: []*Explanation{}}
+	said := map[string]bool{}
+	var left []*catalog.Resource
+	var why []string
+	if ts.UID != "" {
+		deps, err := c.st.Dependents(ctx, ts.UID)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range deps {
+			if d.Phase == catalog.PhaseDeleting && ownerEdge(d, ts.UID) != nil {
+				left, why = append(left, d), append(why, "dependent of "+k.String()+", its deletion not finished")
+			}
+		}
+	}
+	refs, err := c.st.Referrers(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range refs {
+		for _, ref := range x.References {
+			if ref.OnTargetDelete == catalog.RefCascade && ref.Kind == k.Kind && ref.Namespace == k.Namespace && ref.Name == k.Name &&
+				(ref.UID == "" || ref.UID == ts.UID) && x.Phase == catalog.PhaseDeleting {
+				left, why = append(left, x), append(why, "held a cascade reference to "+k.String()+", its deletion not finished")
+				break
+			}
+		}
+	}
+	for i, x := range left {
+		if len(e.WaitingFor) >= maxExplainChildren {
+			break
+		}
+		ce, err := c.explain(ctx, x, nil, 1, said)
+		if err != nil {
+			return nil, err
+		}
+		ce.Reason = why[i] + "; " + ce.Reason
+		e.WaitingFor = append(e.WaitingFor, ce)
+	}
+	if len(left) > 0 {
+		e.Reason += fmt.Sprintf("; what its deletion set off is not finished: %d resource(s)", len(left))
+	}
+	return e, nil
 }

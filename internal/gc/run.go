@@ -197,7 +197,7 @@ func (c *Collector) driveDone(ctx context.Context, t *driveTarget) (Outcome, boo
 
 // wakeFor adds to wake the resources a change may move on: the resource
 // itself when it is Deleting or gone, its owners, and the targets of its
-// block references.
+// block and cascade references.
 func (c *Collector) wakeFor(ctx context.Context, ev catalog.Event, wake map[string]bool, target *driveTarget) {
 	r := ev.Resource
 	if r == nil {
@@ -220,7 +220,7 @@ func (c *Collector) wakeFor(ctx context.Context, ev catalog.Event, wake map[stri
 		wake[o.UID] = true
 	}
 	for _, ref := range r.References {
-		if ref.OnTargetDelete != catalog.RefBlock {
+		if ref.OnTargetDelete != catalog.RefBlock && ref.OnTargetDelete != catalog.RefCascade {
 			continue
 		}
 		if ref.UID != "" {

@@ -40,6 +40,10 @@ func (s *stuckInfo) message() string { return strings.Join(s.chain, " → ") }
 type waits struct {
 	dependents []*catalog.Resource // blockOwnerDeletion dependents (Foreground)
 	referrers  []*catalog.Resource // block referrers
+	// cascaders are the referrers holding a cascade reference to it that
+	// are not purged yet (Foreground: it waits for them, as Goten's
+	// deleted resource waits for its back-references to be handled).
+	cascaders []*catalog.Resource
 	plugin     string              // the first unfinished plugin, with its state
 	// pluginLeft: the delete-actions finalizer is still there (a plugin
 	// waits in the retry queue).
@@ -209,6 +213,12 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				}
 			case catalog.RefCascade:
 				if x.Phase == catalog.PhaseDeleting {
+					if policy == Foreground {
+						w.cascaders = append(w.cascaders, x)
+						if !onInlinePath(ctx, x.UID) {
+							entered = append(entered, x)
+						}
+					}
 					continue
 				}
 				nx, err := c.enter(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted", true, false)
@@ -219,6 +229,9 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 					return result{}, err
 				}
 				entered = append(entered, nx)
+				if policy == Foreground {
+					w.cascaders = append(w.cascaders, nx)
+				}
 			}
 		}
 	}
@@ -261,26 +274,31 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 			}
 			waiting[d.UID] = &x
 		}
-		var left []*catalog.Resource
-		for _, d := range w.dependents {
-			if gone[d.UID] {
-				continue
+		still := func(rs []*catalog.Resource) []*catalog.Resource {
+			var left []*catalog.Resource
+			for _, d := range rs {
+				if gone[d.UID] {
+					continue
+				}
+				if x, ok := waiting[d.UID]; ok {
+					d = x
+				}
+				left = append(left, d)
 			}
-			if x, ok := waiting[d.UID]; ok {
-				d = x
-			}
-			left = append(left, d)
+			return left
 		}
-		w.dependents = left
+		w.dependents = still(w.dependents)
+		w.cascaders = still(w.cascaders)
 	}
 
 	// 4. The cascade finalizer goes once no blocking dependent is left:
 	// by the purge itself when it is the last thing holding the resource
 	// (one write instead of two), else on its own.
 	purgeFinalizer := ""
-	if cascading && len(w.dependents) == 0 && r.Kind != BackupKind && len(r.Finalizers) == 1 && len(w.referrers) == 0 {
+	waitsForCascade := len(w.dependents) > 0 || len(w.cascaders) > 0
+	if cascading && !waitsForCascade && r.Kind != BackupKind && len(r.Finalizers) == 1 && len(w.referrers) == 0 {
 		purgeFinalizer = catalog.FinalizerCascade
-	} else if cascading && len(w.dependents) == 0 {
+	} else if cascading && !waitsForCascade {
 		nr, err := c.st.RemoveFinalizer(c.actor(ctx), r.Key(), catalog.FinalizerCascade)
 		if err != nil {
 			return result{}, err
@@ -371,6 +389,11 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 	}
 	return result{stuck: w.stuck}, nil
 }
+
+// ReasonReferrerStuck is the DeletionStuck reason of a resource that
+// waits (Foreground) for a referrer holding a cascade reference to it,
+// which is itself stuck; the chain continues with the referrer's.
+const ReasonReferrerStuck = "CascadeReferrerStuck"
 
 // Item ids of KindWait rows.
 const (
@@ -659,7 +682,7 @@ func (c *Collector) rewrite(ctx context.Context, x *catalog.Resource, change fun
 // stuck dependent or referrer, or an owner cycle.
 func (c *Collector) stuckOf(ctx context.Context, r *catalog.Resource, w *waits) *stuckInfo {
 	self := r.Key().String()
-	if len(w.dependents) > 0 || len(w.referrers) > 0 {
+	if len(w.dependents) > 0 || len(w.referrers) > 0 || len(w.cascaders) > 0 {
 		// A cycle first: its members would otherwise report each other
 		// (DependentStuck within BlockedByReferrer within ...).
 		cyc, err := c.cycleThrough(ctx, r)
@@ -683,6 +706,11 @@ func (c *Collector) stuckOf(ctx context.Context, r *catalog.Resource, w *waits) 
 	for _, d := range w.dependents {
 		if s := stuckCondition(d); s != nil {
 			return &stuckInfo{reason: "DependentStuck", chain: append([]string{self + " waits for its dependent " + d.Key().String()}, s.Message)}
+		}
+	}
+	for _, x := range w.cascaders {
+		if s := stuckCondition(x); s != nil {
+			return &stuckInfo{reason: ReasonReferrerStuck, chain: append([]string{self + " waits for " + x.Key().String() + ", which holds a cascade reference to it"}, s.Message)}
 		}
 	}
 	if w.plugin != "" {
@@ -709,7 +737,7 @@ func finalizeArgs(k catalog.Key, f string) string {
 // collector writes from the graph (stuckOf).
 var collectorReasons = map[string]bool{
 	"BlockedByReferrer": true, "DependentStuck": true, "PluginUnfinished": true,
-	"WaitingForFinalizer": true, "OwnerCycle": true, ReasonCycle: true,
+	"WaitingForFinalizer": true, "OwnerCycle": true, ReasonCycle: true, ReasonReferrerStuck: true,
 }
 
 func stuckCondition(r *catalog.Resource) *catalog.Condition {

@@ -1,0 +1,112 @@
+package gc_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/gc"
+)
+
+// gotenScenario: A is the target of cascade references from B and C; D
+// (Active) holds a block reference to C.
+func gotenScenario(f *fixture) (a, b, c, d *catalog.Resource) {
+	a = f.res("Account", "a")
+	b = f.res("Project", "b", refTo(a, catalog.RefCascade))
+	c = f.res("Project", "c", refTo(a, catalog.RefCascade))
+	d = f.res("Restore", "d", refTo(c, catalog.RefBlock))
+	return a, b, c, d
+}
+
+// TestForegroundTargetWaitsForItsCascadeReferrers: under Foreground, the
+// target of cascade references stays Deleting, with its cascade
+// finalizer, until every such referrer is purged; its DeletionStuck
+// names the chain A → C → D, and explain shows it as a tree. Once D goes,
+// the rest follows.
+func TestForegroundTargetWaitsForItsCascadeReferrers(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		a, b, c, d := gotenScenario(f)
+		require.Equal(t, gc.OutcomeStuck, f.del(a, gc.Foreground))
+		f.requirePurged(b)
+		xc := f.requirePhase(c, catalog.PhaseDeleting)
+		require.Equal(t, "BlockedByReferrer", stuck(xc).Reason)
+		xa := f.requirePhase(a, catalog.PhaseDeleting)
+		require.Contains(t, xa.Finalizers, catalog.FinalizerCascade)
+		require.NotNil(t, stuck(xa))
+		require.Equal(t, gc.ReasonReferrerStuck, stuck(xa).Reason)
+		require.Equal(t, "Account/prod/a waits for Project/prod/c, which holds a cascade reference to it → "+
+			"Project/prod/c is blocked by Restore/prod/d, which holds a block reference to it and is Active (not being deleted)", stuck(xa).Message)
+
+		e, err := f.c.Explain(f.ctx, a.Key())
+		require.NoError(t, err)
+		require.True(t, e.Stuck)
+		require.Contains(t, e.Reason, "waiting for 1 referrer(s) with a cascade reference to it (Foreground): Project/prod/c")
+		require.Len(t, e.WaitingFor, 1)
+		require.Equal(t, c.Key(), e.WaitingFor[0].Resource)
+		require.Len(t, e.WaitingFor[0].WaitingFor, 1)
+		require.Equal(t, d.Key(), e.WaitingFor[0].WaitingFor[0].Resource)
+
+		require.Equal(t, gc.OutcomePurged, f.del(d, gc.Foreground))
+		require.Equal(t, gc.OutcomePurged, f.drive(a))
+		f.requirePurged(a, c, d)
+		order := f.purgeOrder()
+		require.Less(t, order[c.UID], order[a.UID], "the target is purged after its cascade referrer")
+	})
+}
+
+// TestBackgroundTargetIsPurgedAtOnceAndExplainsWhatItSetOff: under
+// Background the target is purged at once; explain on it shows the
+// tombstone and the referrer its deletion set off that is not finished
+// (C, held by D).
+func TestBackgroundTargetIsPurgedAtOnceAndExplainsWhatItSetOff(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		a, b, c, d := gotenScenario(f)
+		f.del(a, gc.Background)
+		f.requirePurged(a, b)
+		f.requirePhase(c, catalog.PhaseDeleting)
+		e, err := f.c.Explain(f.ctx, a.Key())
+		require.NoError(t, err)
+		require.Equal(t, catalog.PhasePurged, e.Phase)
+		require.Contains(t, e.Reason, "what its deletion set off is not finished: 1 resource(s)")
+		require.Len(t, e.WaitingFor, 1)
+		require.Equal(t, c.Key(), e.WaitingFor[0].Resource)
+		require.Contains(t, e.WaitingFor[0].Reason, "held a cascade reference to Account/prod/a")
+		require.Equal(t, d.Key(), e.WaitingFor[0].WaitingFor[0].Resource)
+	})
+}
+
+// TestUnsetRemovesOnlyTheDeletedTargetsReference: an unset referrer of
+// the deleted target loses that one reference, before the target is
+// purged; its unset reference to another target, and its other
+// references, stay.
+func TestUnsetRemovesOnlyTheDeletedTargetsReference(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		a := f.res("Account", "a")
+		z := f.res("Account", "z")
+		u := f.res("Report", "u", refTo(a, catalog.RefUnset), refTo(z, catalog.RefUnset), refTo(z, catalog.RefAllowDangling))
+		require.Equal(t, gc.OutcomePurged, f.del(a, gc.Foreground))
+		f.requirePurged(a)
+		xu := f.requirePhase(u, catalog.PhaseActive)
+		require.Equal(t, []catalog.Reference{
+			{Kind: "Account", Namespace: "prod", Name: "z", OnTargetDelete: catalog.RefUnset},
+			{Kind: "Account", Namespace: "prod", Name: "z", OnTargetDelete: catalog.RefAllowDangling},
+		}, xu.References)
+		es, err := f.st.ListAudit(f.ctx, catalog.AuditFilter{})
+		require.NoError(t, err)
+		var unsetAt, purgeAt int64
+		for _, e := range es {
+			switch {
+			case e.Action == "unset-reference" && e.UID == u.UID:
+				unsetAt = e.ID
+			case e.Action == "purge" && e.UID == a.UID:
+				purgeAt = e.ID
+			}
+		}
+		require.NotZero(t, unsetAt)
+		require.Less(t, unsetAt, purgeAt, "the reference is unset before the target is purged")
+	})
+}
