@@ -125,3 +125,30 @@ func TestCyclesThroughTheBinary(t *testing.T) {
 		require.Contains(t, r.stderr, "cycle: R/r2 holds a block reference to R/r1; R/r1 holds a block reference to R/r2", "%s", r)
 	})
 }
+
+// TestGotenTargetWaitsForItsReferrersThroughTheBinary: Goten's scenario
+// as a user runs it: A is deleted; B and C hold cascade references to
+// it; D blocks C. delete --wait returns exit 3 with the chain A → C → D;
+// explain on A answers "why is A not gone?"; once D goes, A is purged.
+func TestGotenTargetWaitsForItsReferrersThroughTheBinary(t *testing.T) {
+	onCatalogs(t, func(t *testing.T, e *env, _ func(string, ...any)) {
+		e.ok("apply", "-f", e.writeFile("goten.yaml", "kind: Account\nmetadata: {name: a}\n---\n"+
+			"kind: Project\nmetadata: {name: b}\nreferences: [{kind: Account, name: a, onTargetDelete: cascade}]\n---\n"+
+			"kind: Project\nmetadata: {name: c}\nreferences: [{kind: Account, name: a, onTargetDelete: cascade}]\n---\n"+
+			"kind: Restore\nmetadata: {name: d}\nreferences: [{kind: Project, name: c, onTargetDelete: block}]\n"))
+		r := e.run("delete", "Account", "a", "--yes", "--wait")
+		require.Equal(t, 3, r.code, "%s", r)
+		require.Contains(t, r.stdout, "Account/a (Deleting) [stuck]", "%s", r)
+		require.Contains(t, r.stdout, "└─ Project/c (Deleting) [stuck]: holds a cascade reference to Account/a", "%s", r)
+		require.Contains(t, r.stdout, "└─ Restore/d (Active) [stuck]", "%s", r)
+		require.Equal(t, 4, e.run("get", "Project", "b").code, "B is purged")
+		r = e.ok("explain", "Account", "a")
+		require.Contains(t, r.stdout, "Restore/d (Active) [stuck]", "%s", r)
+		r = e.ok("get", "Account", "a", "-o", "json")
+		require.Contains(t, r.stdout, `"reason": "CascadeReferrerStuck"`, "%s", r)
+		e.ok("delete", "Restore", "d", "--yes", "--wait")
+		r = e.ok("delete", "Account", "a", "--yes", "--wait")
+		require.Contains(t, r.stdout, "Account/a: purged", "%s", r)
+		require.Equal(t, 4, e.run("get", "Project", "c").code, "C is purged")
+	})
+}
