@@ -152,3 +152,27 @@ func TestGotenTargetWaitsForItsReferrersThroughTheBinary(t *testing.T) {
 		require.Equal(t, 4, e.run("get", "Project", "c").code, "C is purged")
 	})
 }
+
+// TestDeleteFileResumes: rerunning `lethe delete -f` after a run that
+// did part of the work (here: --async left both resources Deleting, and
+// one was purged since) finishes it: the resource already Deleting is
+// driven, the one already purged counts as done and is reported so.
+func TestDeleteFileResumes(t *testing.T) {
+	onCatalogs(t, func(t *testing.T, e *env, _ func(string, ...any)) {
+		shop := e.writeFile("shop.yaml", "kind: Volume\nmetadata: {name: data, namespace: shop}\n---\n"+
+			"kind: Restore\nmetadata: {name: r, namespace: shop}\nreferences: [{kind: Volume, namespace: shop, name: data, onTargetDelete: block}]\n")
+		e.ok("apply", "-f", shop)
+		e.ok("delete", "-f", shop, "--yes", "--async")
+		e.ok("delete", "Restore", "r", "-n", "shop", "--yes", "--wait")
+		r := e.ok("delete", "-f", shop, "--dry-run")
+		require.Contains(t, r.stdout, "Restore/shop/r: already purged at", "%s", r)
+		r = e.run("delete", "-f", shop, "--yes", "--wait")
+		require.Equal(t, 0, r.code, "%s", r)
+		require.Contains(t, r.stdout, "Restore/shop/r: purged; already purged at", "%s", r)
+		require.Contains(t, r.stdout, "Volume/shop/data: purged", "%s", r)
+		require.Equal(t, 4, e.run("get", "Volume", "data", "-n", "shop").code)
+		// A resource that never existed is still an error (exit 4).
+		r = e.run("delete", "-f", e.writeFile("ghost.yaml", "kind: Volume\nmetadata: {name: ghost, namespace: shop}\n"), "--yes")
+		require.Equal(t, 4, r.code, "%s", r)
+	})
+}
