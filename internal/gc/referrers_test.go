@@ -1,7 +1,9 @@
 package gc_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -108,5 +110,103 @@ func TestUnsetRemovesOnlyTheDeletedTargetsReference(t *testing.T) {
 		}
 		require.NotZero(t, unsetAt)
 		require.Less(t, unsetAt, purgeAt, "the reference is unset before the target is purged")
+	})
+}
+
+// TestSupersededStepDoesNotWrite: a collector step whose claim was
+// superseded (another holder claimed the item since) writes nothing: the
+// fence of its claim refuses every write, and the step ends quietly.
+func TestSupersededStepDoesNotWrite(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		o := f.res("App", "o")
+		d := f.res("Volume", "d", ownedBy(o, true))
+		_, err := f.st.Delete(f.ctx, o.Key(), catalog.DeleteOptions{Propagation: catalog.PropagationForeground, Finalizers: []string{catalog.FinalizerCascade}})
+		require.NoError(t, err)
+		_, err = f.st.Enqueue(f.ctx, catalog.WorkItem{Queue: gc.Queue, Key: o.UID, RunAt: time.Now()})
+		require.NoError(t, err)
+		stale, err := f.st.ClaimKey(f.ctx, gc.Queue, o.UID, "first", time.Minute)
+		require.NoError(t, err)
+		// The first holder is taken for dead; another takes the item over.
+		require.NoError(t, f.st.Release(f.ctx, stale.Fence(), time.Now(), "taken over"))
+		_, err = f.st.ClaimKey(f.ctx, gc.Queue, o.UID, "second", time.Minute)
+		require.NoError(t, err)
+		v0, err := f.st.CurrentVersion(f.ctx)
+		require.NoError(t, err)
+
+		require.NoError(t, f.c.StepClaimed(f.ctx, stale), "losing the lease is not an error")
+		v1, err := f.st.CurrentVersion(f.ctx)
+		require.NoError(t, err)
+		require.Equal(t, v0, v1, "the superseded step wrote nothing")
+		f.requirePhase(d, catalog.PhaseActive)
+		f.requirePhase(o, catalog.PhaseDeleting)
+	})
+}
+
+// TestOwnerPurgedOutsideAStepLeavesADependentWithAnotherOwner: a
+// dependent with two owners is not deleted when one owner is purged
+// outside a collector step (by the catalog directly, as the backup
+// pipeline purges a Backup): it only loses that owner's edge.
+func TestOwnerPurgedOutsideAStepLeavesADependentWithAnotherOwner(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		o1 := f.res("Schedule", "o1")
+		o2 := f.res("Schedule", "o2")
+		d := f.res("Snapshot", "d", ownedBy(o1, true), ownedBy(o2, true))
+		_, err := f.st.Delete(f.ctx, o1.Key(), catalog.DeleteOptions{})
+		require.NoError(t, err)
+		require.NoError(t, f.st.Purge(f.ctx, o1.Key(), catalog.PurgeOptions{}))
+		ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
+		defer cancel()
+		out, err := f.c.Drive(ctx, o1.Key(), gc.DriveOptions{UID: o1.UID})
+		require.NoError(t, err)
+		require.Equal(t, gc.OutcomePurged, out)
+		x := f.requirePhase(d, catalog.PhaseActive)
+		require.Len(t, x.Owners, 1)
+		require.Equal(t, o2.UID, x.Owners[0].UID)
+	})
+}
+
+// TestScheduledOwnerRemains: a Scheduled owner is not gone (it can still
+// be undeleted): the dependent of an owner being deleted that also has a
+// Scheduled owner only loses the deleted owner's edge.
+func TestScheduledOwnerRemains(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		o1 := f.res("Schedule", "o1")
+		o2 := f.res("Schedule", "o2")
+		d := f.res("Snapshot", "d", ownedBy(o1, true), ownedBy(o2, true))
+		_, err := f.st.Schedule(f.ctx, o2.Key(), catalog.ScheduleOptions{Delay: time.Hour})
+		require.NoError(t, err)
+		p, err := f.c.Delete(f.ctx, o1.Key(), gc.DeleteOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, 1, p.Count(gc.ActionUnlink), "the dry run says so too")
+		require.Equal(t, gc.OutcomePurged, f.del(o1, gc.Foreground))
+		x := f.requirePhase(d, catalog.PhaseActive)
+		require.Len(t, x.Owners, 1)
+		require.Equal(t, o2.UID, x.Owners[0].UID)
+	})
+}
+
+// TestScheduledBlockReferrerHolds: a Scheduled block referrer is not gone:
+// a direct delete of its target is refused, naming it, and inside a
+// cascade the target waits for it (stuck), unpurged.
+func TestScheduledBlockReferrerHolds(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		o := f.res("App", "o")
+		tgt := f.res("Volume", "t", ownedBy(o, true))
+		x := f.res("Restore", "x", refTo(tgt, catalog.RefBlock))
+		_, err := f.st.Schedule(f.ctx, x.Key(), catalog.ScheduleOptions{Delay: time.Hour})
+		require.NoError(t, err)
+		_, err = f.c.Delete(f.ctx, tgt.Key(), gc.DeleteOptions{})
+		var re *gc.RefusedError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, []catalog.Key{x.Key()}, re.Referrers)
+		require.Equal(t, gc.OutcomeStuck, f.del(o, gc.Foreground))
+		xt := f.requirePhase(tgt, catalog.PhaseDeleting)
+		require.Equal(t, "BlockedByReferrer", stuck(xt).Reason)
+		require.Contains(t, stuck(xt).Message, "is Scheduled (not being deleted)")
+		f.requirePhase(o, catalog.PhaseDeleting)
 	})
 }
