@@ -335,11 +335,18 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 		}
 	}
 	if opts.DryRun {
-		return c.Plan(ctx, k, prop)
+		return c.plan(ctx, k, prop, opts.Force)
 	}
 	// The whole plan is a walk of the cascade: only a dry run pays for it.
 	plan := &Plan{Root: k, Propagation: prop, Entries: []PlanEntry{{Resource: k, Action: ActionDelete, Phase: r.Phase, Reason: "requested (" + string(prop) + ")"}}}
 	if r.Phase == catalog.PhaseDeleting {
+		if opts.Force {
+			// Asked again with --force: its cascade skips the grace
+			// windows from now on.
+			if _, err := c.markForced(ctx, r); err != nil {
+				return nil, err
+			}
+		}
 		_, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: c.now()})
 		return plan, err
 	}
@@ -359,6 +366,12 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 			}
 			plan.ScheduledUntil = s.DeletionDueAt
 			return plan, nil
+		}
+	}
+	if opts.Force {
+		// Its cascade skips the grace windows it reaches, too.
+		if r, err = c.markForced(ctx, r); err != nil {
+			return nil, err
 		}
 	}
 	if _, err := c.enter(ctx, r, prop, cmp.Or(opts.Reason, "deletion requested"), opts.Force, true); err != nil {

@@ -2,6 +2,7 @@ package gc_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,5 +209,75 @@ func TestScheduledBlockReferrerHolds(t *testing.T) {
 		require.Equal(t, "BlockedByReferrer", stuck(xt).Reason)
 		require.Contains(t, stuck(xt).Message, "is Scheduled (not being deleted)")
 		f.requirePhase(o, catalog.PhaseDeleting)
+	})
+}
+
+func delay(d string) func(*catalog.Resource) {
+	return func(r *catalog.Resource) {
+		r.Annotations = map[string]string{catalog.AnnotationDeletionDelay: d}
+	}
+}
+
+// TestCascadeKeepsGraceWindows: a dependent or a cascade referrer with
+// its own lethe.io/deletion-delay goes to Scheduled when the cascade
+// reaches it (the dry run says so), can be undeleted meanwhile, and a
+// Foreground owner waits for it (WaitingForGraceWindow, the countdown in
+// explain); what has no delay goes at once.
+func TestCascadeKeepsGraceWindows(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		o := f.res("App", "o")
+		d1 := f.res("Volume", "d1", ownedBy(o, true), delay("1h"))
+		d2 := f.res("Volume", "d2", ownedBy(o, true))
+		x := f.res("Report", "x", refTo(o, catalog.RefCascade), delay("2h"))
+		p, err := f.c.Delete(f.ctx, o.Key(), gc.DeleteOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, 2, p.Count(gc.ActionSchedule), "%+v", p.Entries)
+		require.Equal(t, 2, p.Count(gc.ActionDelete))
+
+		start := time.Now()
+		require.Equal(t, gc.OutcomeStuck, f.del(o, gc.Foreground))
+		f.requirePurged(d2)
+		xd1 := f.requirePhase(d1, catalog.PhaseScheduled)
+		require.WithinDuration(t, start.Add(time.Hour), *xd1.DeletionDueAt, time.Minute)
+		xx := f.requirePhase(x, catalog.PhaseScheduled)
+		require.WithinDuration(t, start.Add(2*time.Hour), *xx.DeletionDueAt, time.Minute)
+		xo := f.requirePhase(o, catalog.PhaseDeleting)
+		require.Equal(t, gc.ReasonGraceWindow, stuck(xo).Reason)
+		e, err := f.c.Explain(f.ctx, o.Key())
+		require.NoError(t, err)
+		require.Len(t, e.WaitingFor, 2)
+		require.Contains(t, e.WaitingFor[0].Reason, "the grace window ends at")
+		_, err = f.st.Undelete(f.ctx, x.Key(), "kept")
+		require.NoError(t, err, "undeletable inside its window")
+	})
+}
+
+// TestForceOnTheRootSkipsEveryWindowOfItsCascade: --force on the root
+// skips the grace windows its cascade reaches, at every depth, each
+// audited as a force-delete saying so.
+func TestForceOnTheRootSkipsEveryWindowOfItsCascade(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		o := f.res("App", "o")
+		d1 := f.res("Volume", "d1", ownedBy(o, true), delay("1h"))
+		d3 := f.res("Disk", "d3", ownedBy(d1, true), delay("1h"))
+		x := f.res("Report", "x", refTo(o, catalog.RefCascade), delay("2h"))
+		p, err := f.c.Delete(f.ctx, o.Key(), gc.DeleteOptions{DryRun: true, Force: true})
+		require.NoError(t, err)
+		require.Equal(t, 0, p.Count(gc.ActionSchedule))
+		_, err = f.c.Delete(f.ctx, o.Key(), gc.DeleteOptions{Force: true})
+		require.NoError(t, err)
+		require.Equal(t, gc.OutcomePurged, f.drive(o))
+		f.requirePurged(o, d1, d3, x)
+		es, err := f.st.ListAudit(f.ctx, catalog.AuditFilter{})
+		require.NoError(t, err)
+		skippedFor := map[string]bool{}
+		for _, e := range es {
+			if e.Action == "force-delete" && strings.Contains(e.Reason, "grace window skipped") {
+				skippedFor[e.Name] = true
+			}
+		}
+		require.Equal(t, map[string]bool{"d1": true, "d3": true, "x": true}, skippedFor)
 	})
 }

@@ -130,6 +130,28 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				continue
 			}
 			block := policy == Foreground && edge.BlockOwnerDeletion
+			if d.Phase != catalog.PhaseDeleting && c.inGrace(r, d) {
+				// Its own grace window first: Scheduled, undeletable
+				// until it ends; a Foreground owner waits for it.
+				remaining, err := c.remainingOwners(ctx, d, r.UID)
+				if err != nil {
+					return result{}, err
+				}
+				if len(remaining) > 0 {
+					if err := c.unlink(ctx, d, r, "owner "+r.Key().String()+" deleted; still owned by "+strings.Join(remaining, ", ")); err != nil {
+						return result{}, err
+					}
+					continue
+				}
+				nd, err := c.scheduleInCascade(ctx, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
+				if err != nil {
+					return result{}, err
+				}
+				if block {
+					w.dependents = append(w.dependents, nd)
+				}
+				continue
+			}
 			if d.Phase == catalog.PhaseDeleting {
 				if block {
 					w.dependents = append(w.dependents, d)
@@ -149,13 +171,18 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				}
 				continue
 			}
-			if c.leaf(d) {
+			if c.leaf(d) && skipped(r, d) == "" {
 				fast = append(fast, catalog.CollectItem{UID: d.UID, ResourceVersion: d.ResourceVersion,
 					Reason: "owner " + r.Key().String() + " deleted (" + string(policy) + "); nothing held it"})
 				slow[d.UID] = d
 				continue
 			}
-			nd, err := c.enter(ctx, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")", true, false)
+			if forced(r) {
+				if d, err = c.markForced(ctx, d); err != nil {
+					return result{}, err
+				}
+			}
+			nd, err := c.enter(ctx, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")"+skipped(r, d), true, false)
 			if errors.Is(err, catalog.ErrInvalidTransition) {
 				continue // moved on meanwhile; its next event wakes us
 			}
@@ -181,6 +208,11 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				d, ok := slow[it.UID]
 				if !ok {
 					continue
+				}
+				if forced(r) {
+					if d, err = c.markForced(ctx, d); err != nil {
+						return result{}, err
+					}
 				}
 				nd, err := c.enter(ctx, d, childProp, it.Reason, true, false)
 				if errors.Is(err, catalog.ErrInvalidTransition) {
@@ -212,6 +244,16 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 					return result{}, err
 				}
 			case catalog.RefCascade:
+				if x.Phase != catalog.PhaseDeleting && c.inGrace(r, x) {
+					nx, err := c.scheduleInCascade(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted")
+					if err != nil {
+						return result{}, err
+					}
+					if policy == Foreground {
+						w.cascaders = append(w.cascaders, nx)
+					}
+					continue
+				}
 				if x.Phase == catalog.PhaseDeleting {
 					if policy == Foreground {
 						w.cascaders = append(w.cascaders, x)
@@ -221,7 +263,12 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 					}
 					continue
 				}
-				nx, err := c.enter(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted", true, false)
+				if forced(r) {
+					if x, err = c.markForced(ctx, x); err != nil {
+						return result{}, err
+					}
+				}
+				nx, err := c.enter(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted"+skipped(r, x), true, false)
 				if errors.Is(err, catalog.ErrInvalidTransition) {
 					continue
 				}
@@ -538,6 +585,15 @@ func (c *Collector) leaf(d *catalog.Resource) bool {
 	return d.Kind != BackupKind && len(d.Finalizers) == 0 && len(c.selecting(d)) == 0
 }
 
+// skipped says, in an audit reason, that a forced cascade skipped d's
+// grace window.
+func skipped(r, d *catalog.Resource) string {
+	if forced(r) && (graceOf(d) > 0 || d.Phase == catalog.PhaseScheduled) {
+		return "; its grace window skipped (--force on the cascade's root)"
+	}
+	return ""
+}
+
 func purgeReason(r *catalog.Resource) string {
 	return "garbage collected (" + string(r.PropagationPolicy) + "): every finalizer removed"
 }
@@ -703,6 +759,13 @@ func (c *Collector) stuckOf(ctx context.Context, r *catalog.Resource, w *waits) 
 			return &stuckInfo{reason: "BlockedByReferrer", chain: append([]string{self + " is blocked by " + x.Key().String() + " (block reference)"}, s.Message)}
 		}
 	}
+	for _, d := range append(slices.Clone(w.dependents), w.cascaders...) {
+		if d.Phase == catalog.PhaseScheduled && d.DeletionDueAt != nil {
+			return &stuckInfo{reason: ReasonGraceWindow, chain: []string{self + " waits for " + d.Key().String() +
+				", Scheduled in its own grace window until " + d.DeletionDueAt.UTC().Format(time.RFC3339) +
+				" (lethe undelete keeps it; delete " + self + " again with --force to skip the windows)"}}
+		}
+	}
 	for _, d := range w.dependents {
 		if s := stuckCondition(d); s != nil {
 			return &stuckInfo{reason: "DependentStuck", chain: append([]string{self + " waits for its dependent " + d.Key().String()}, s.Message)}
@@ -737,7 +800,7 @@ func finalizeArgs(k catalog.Key, f string) string {
 // collector writes from the graph (stuckOf).
 var collectorReasons = map[string]bool{
 	"BlockedByReferrer": true, "DependentStuck": true, "PluginUnfinished": true,
-	"WaitingForFinalizer": true, "OwnerCycle": true, ReasonCycle: true, ReasonReferrerStuck: true,
+	"WaitingForFinalizer": true, "OwnerCycle": true, ReasonCycle: true, ReasonReferrerStuck: true, ReasonGraceWindow: true,
 }
 
 func stuckCondition(r *catalog.Resource) *catalog.Condition {
