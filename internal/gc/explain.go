@@ -50,11 +50,12 @@ const maxExplainRetries = 5
 
 // retryRows reads r's rows of the retry queue (at most maxExplainRetries,
 // and whether there are more) and says them in one line each.
-func (c *Collector) retryRows(ctx context.Context, r *catalog.Resource) ([]RetryInfo, []string, error) {
-	rows, err := c.cfg.Retry.List(ctx, catalog.RetryFilter{OwnerUID: r.UID, Limit: maxExplainRetries + 1})
-	if err != nil || len(rows) == 0 {
+func (c *Collector) retryRows(ctx context.Context, r *catalog.Resource, keep func(*catalog.RetryRow) bool) ([]RetryInfo, []string, error) {
+	all, err := c.cfg.Retry.List(ctx, catalog.RetryFilter{OwnerUID: r.UID, Limit: maxExplainRetries + 1})
+	if err != nil || len(all) == 0 {
 		return nil, nil, err
 	}
+	rows := slices.DeleteFunc(all, func(row *catalog.RetryRow) bool { return !keep(row) })
 	var infos []RetryInfo
 	var lines []string
 	for i, row := range rows {
@@ -158,6 +159,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		return nil
 	}
 	policy := Propagation(r.PropagationPolicy)
+	carryingOut := false
 	if slices.Contains(r.Finalizers, catalog.FinalizerCascade) && policy == Foreground {
 		deps, err := c.st.Dependents(ctx, r.UID)
 		if err != nil {
@@ -178,7 +180,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		} else if !slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
 			// While the plugins still have it, they are what it waits
 			// for (said below): the cascade finalizer goes after them.
-			reasons = append(reasons, "its cascade is being carried out (finalizer "+catalog.FinalizerCascade+")")
+			carryingOut = true
 		}
 	}
 	refs, err := c.st.Referrers(ctx, r.Key())
@@ -186,6 +188,13 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		return nil, err
 	}
 	var blockers, cascaders []string
+	// live are the waits that hold it now (the item ids of its KindWait
+	// rows): a row the collector has not removed yet for a wait that is
+	// gone (a purged blocker) is not shown.
+	live := map[string]bool{}
+	for _, f := range r.Finalizers {
+		live[waitFinalizer+f] = true
+	}
 	for _, x := range refs {
 		for _, ref := range refsTo(x, r) {
 			if ref.OnTargetDelete == catalog.RefCascade && policy == Foreground && slices.Contains(r.Finalizers, catalog.FinalizerCascade) {
@@ -199,6 +208,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 				continue
 			}
 			blockers = append(blockers, x.Key().String())
+			live[waitReference+x.Key().String()] = true
 			what := "holds a block reference to " + r.Key().String()
 			if x.Phase != catalog.PhaseDeleting {
 				what += ", and is not being deleted"
@@ -209,13 +219,16 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 			break
 		}
 	}
+	if carryingOut && len(cascaders) == 0 {
+		reasons = append(reasons, "its cascade is being carried out (finalizer "+catalog.FinalizerCascade+")")
+	}
 	if len(cascaders) > 0 {
 		reasons = append(reasons, fmt.Sprintf("waiting for %d referrer(s) with a cascade reference to it (Foreground): %s", len(cascaders), strings.Join(cascaders, ", ")))
 	}
 	if len(blockers) > 0 {
 		reasons = append(reasons, r.Key().String()+" is blocked by "+strings.Join(blockers, ", ")+" (block reference): it cannot be purged while they exist")
 	}
-	infos, lines, err := c.retryRows(ctx, r)
+	infos, lines, err := c.retryRows(ctx, r, func(row *catalog.RetryRow) bool { return row.Kind != retry.KindWait || live[row.ItemID] })
 	if err != nil {
 		return nil, err
 	}
@@ -236,8 +249,16 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		}
 	}
 	if cond := stuckCondition(r); cond != nil {
-		e.Stuck = true
-
+		// What explain reads live wins over a condition the collector
+		// has not rewritten yet: a blocker purged since, a finalizer
+		// removed since.
+		switch cond.Reason {
+		case "BlockedByReferrer":
+			e.Stuck = e.Stuck || len(blockers) > 0
+		case "WaitingForFinalizer":
+		default:
+			e.Stuck = true
+		}
 	}
 	reasons = append(reasons, lines...)
 	if len(reasons) == 0 {

@@ -281,3 +281,28 @@ func TestForceOnTheRootSkipsEveryWindowOfItsCascade(t *testing.T) {
 		require.Equal(t, map[string]bool{"d1": true, "d3": true, "x": true}, skippedFor)
 	})
 }
+
+// TestExplainIsFresh: explain reads the live graph: a blocker purged
+// since the collector last stepped its target is not shown (nor its
+// wait row in the retry queue), and the target is not marked stuck.
+func TestExplainIsFresh(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		a, _, c, d := gotenScenario(f)
+		require.Equal(t, gc.OutcomeStuck, f.del(a, gc.Foreground))
+		e, err := f.c.Explain(f.ctx, c.Key())
+		require.NoError(t, err)
+		require.True(t, e.Stuck)
+		require.Len(t, e.Retries, 1)
+		// d goes without any collector step of c.
+		_, err = f.st.Delete(f.ctx, d.Key(), catalog.DeleteOptions{})
+		require.NoError(t, err)
+		require.NoError(t, f.st.Purge(f.ctx, d.Key(), catalog.PurgeOptions{}))
+		e, err = f.c.Explain(f.ctx, c.Key())
+		require.NoError(t, err)
+		require.False(t, e.Stuck, "%s", e.Reason)
+		require.Empty(t, e.Retries)
+		require.Empty(t, e.WaitingFor)
+		require.NotContains(t, e.Reason, "Restore/prod/d")
+	})
+}
