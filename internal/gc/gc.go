@@ -389,7 +389,25 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 // A Backup is queued for the backup deletion pipeline as well, which runs
 // its items and purges it. The delete-actions finalizer is set only when
 // a plugin selects the resource.
+// AuditCascadeDelete is the audit action of a resource a cascade moved to
+// Deleting (a window it skipped under --force is a force-delete).
+const AuditCascadeDelete = "cascade-delete"
+
+// enterCascade is enter for a resource that parent's cascade reached: it
+// skips a grace window only when the cascade is forced (force-delete,
+// saying so), and is audited as a cascade-delete otherwise.
+func (c *Collector) enterCascade(ctx context.Context, parent, d *catalog.Resource, prop Propagation, reason string) (*catalog.Resource, error) {
+	return c.enterAs(ctx, d, prop, reason+skipped(parent, d), forced(parent), false, AuditCascadeDelete)
+}
+
 func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool) (*catalog.Resource, error) {
+	return c.enterAs(ctx, r, prop, reason, force, queue, "")
+}
+
+func (c *Collector) enterAs(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool, action string) (*catalog.Resource, error) {
+	if action != "" && force && skippedWindow(r) {
+		action = "" // force-delete: a window skipped
+	}
 	now := c.now()
 	fins := []string{catalog.FinalizerCascade}
 	if len(c.selecting(r)) > 0 {
@@ -410,7 +428,7 @@ func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propaga
 		}
 	}
 	return c.st.Delete(ctx, r.Key(), catalog.DeleteOptions{
-		Propagation: catalog.Propagation(prop), Finalizers: fins, Force: force, Reason: reason,
+		Propagation: catalog.Propagation(prop), Finalizers: fins, Force: force, Reason: reason, Action: action,
 	})
 }
 

@@ -306,3 +306,30 @@ func TestExplainIsFresh(t *testing.T) {
 		require.NotContains(t, e.Reason, "Restore/prod/d")
 	})
 }
+
+// TestCascadeDeletionsAreAuditedAsCascadeDeletes: what a cascade moves to
+// Deleting is audited as a cascade-delete naming what reached it, not as
+// a force-delete; the root is a delete.
+func TestCascadeDeletionsAreAuditedAsCascadeDeletes(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		o := f.res("App", "o")
+		d := f.res("Volume", "d", ownedBy(o, true))
+		f.res("Disk", "e", ownedBy(d, true)) // d is no leaf: it enters Deleting
+		x := f.res("Report", "x", refTo(o, catalog.RefCascade), finalizer("example.com/keep"))
+		require.Equal(t, gc.OutcomeStuck, f.del(o, gc.Foreground))
+		es, err := f.st.ListAudit(f.ctx, catalog.AuditFilter{})
+		require.NoError(t, err)
+		actions := map[string]string{}
+		for _, e := range es {
+			if e.ToPhase == catalog.PhaseDeleting && e.FromPhase != catalog.PhaseDeleting {
+				actions[e.Name] = e.Action + ": " + e.Reason
+			}
+		}
+		require.Equal(t, "delete: deletion requested", actions["o"])
+		require.Equal(t, gc.AuditCascadeDelete+": owner App/prod/o deleted (Foreground)", actions["d"])
+		require.Equal(t, gc.AuditCascadeDelete+": cascade reference to App/prod/o, which is being deleted", actions["x"])
+		require.NoError(t, gc.Finalize(f.ctx, f.st, x.Key(), "example.com/keep"))
+		require.Equal(t, gc.OutcomePurged, f.drive(o))
+	})
+}

@@ -373,8 +373,17 @@ func (c *Collector) stepClaimed(ctx context.Context, w *catalog.WorkItem) error 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		c.log.Warn("collecting a resource failed; retrying later", "uid", w.Key, "error", err)
-		rerr := c.st.Release(ctx, f, c.now().Add(c.cfg.Backoff.Next(w.Attempts)), err.Error())
+		next := c.now().Add(c.cfg.Backoff.Next(w.Attempts))
+		if errors.Is(err, catalog.ErrNotFound) {
+			// A normal race: another process (a second delete --wait, a
+			// server) purged what this step was about to write. The next
+			// step, now, reads the catalog again.
+			c.log.Debug("collecting a resource raced another collector; stepping it again", "uid", w.Key, "error", err)
+			next = c.now()
+		} else {
+			c.log.Warn("collecting a resource failed; retrying later", "uid", w.Key, "error", err)
+		}
+		rerr := c.st.Release(ctx, f, next, err.Error())
 		if rerr != nil && !errors.Is(rerr, catalog.ErrLeaseLost) {
 			return rerr
 		}

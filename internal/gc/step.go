@@ -182,7 +182,7 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 					return result{}, err
 				}
 			}
-			nd, err := c.enter(ctx, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")"+skipped(r, d), true, false)
+			nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
 			if errors.Is(err, catalog.ErrInvalidTransition) {
 				continue // moved on meanwhile; its next event wakes us
 			}
@@ -214,7 +214,7 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 						return result{}, err
 					}
 				}
-				nd, err := c.enter(ctx, d, childProp, it.Reason, true, false)
+				nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
 				if errors.Is(err, catalog.ErrInvalidTransition) {
 					continue
 				}
@@ -268,7 +268,7 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 						return result{}, err
 					}
 				}
-				nx, err := c.enter(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted"+skipped(r, x), true, false)
+				nx, err := c.enterCascade(ctx, r, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted")
 				if errors.Is(err, catalog.ErrInvalidTransition) {
 					continue
 				}
@@ -588,10 +588,16 @@ func (c *Collector) leaf(d *catalog.Resource) bool {
 // skipped says, in an audit reason, that a forced cascade skipped d's
 // grace window.
 func skipped(r, d *catalog.Resource) string {
-	if forced(r) && (graceOf(d) > 0 || d.Phase == catalog.PhaseScheduled) {
+	if forced(r) && skippedWindow(d) {
 		return "; its grace window skipped (--force on the cascade's root)"
 	}
 	return ""
+}
+
+// skippedWindow says whether moving d to Deleting now skips a grace
+// window it has.
+func skippedWindow(d *catalog.Resource) bool {
+	return graceOf(d) > 0 && d.Phase == catalog.PhaseActive || d.Phase == catalog.PhaseScheduled && d.DeletionDueAt != nil && d.DeletionDueAt.After(time.Now())
 }
 
 func purgeReason(r *catalog.Resource) string {
@@ -629,7 +635,15 @@ func (c *Collector) ownerGone(ctx context.Context, uid string, depth int) error 
 			}
 			continue
 		}
-		nd, err := c.enter(ctx, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged", true, false)
+		if c.inGrace(&catalog.Resource{}, d) {
+			// Its own grace window first (its owner is gone: nothing
+			// waits for it).
+			if _, err := c.scheduleInCascade(ctx, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged"); err != nil {
+				return err
+			}
+			continue
+		}
+		nd, err := c.enterCascade(ctx, &catalog.Resource{}, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged")
 		if errors.Is(err, catalog.ErrInvalidTransition) {
 			continue
 		}
