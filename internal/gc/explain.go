@@ -253,8 +253,11 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		// has not rewritten yet: a blocker purged since, a finalizer
 		// removed since.
 		switch cond.Reason {
-		case "BlockedByReferrer":
-			e.Stuck = e.Stuck || len(blockers) > 0
+		case "BlockedByReferrer", "DependentStuck", ReasonReferrerStuck:
+			// Stuck while what it waits for is (read live below it).
+			for _, ch := range e.WaitingFor {
+				e.Stuck = e.Stuck || ch.Stuck
+			}
 		case "WaitingForFinalizer":
 		default:
 			e.Stuck = true

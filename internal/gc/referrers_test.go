@@ -304,6 +304,9 @@ func TestExplainIsFresh(t *testing.T) {
 		require.Empty(t, e.Retries)
 		require.Empty(t, e.WaitingFor)
 		require.NotContains(t, e.Reason, "Restore/prod/d")
+		e, err = f.c.Explain(f.ctx, a.Key())
+		require.NoError(t, err)
+		require.False(t, e.Stuck, "nothing below it is stuck any more")
 	})
 }
 
