@@ -178,7 +178,7 @@ type descriptionView struct {
 	// gone when the owner no longer exists.
 	Owners     []gc.OwnerState `json:"owners"`
 	Dependents []dependentView `json:"dependents"`
-	Audit      []auditView         `json:"audit"`
+	Audit      []auditView     `json:"audit"`
 }
 
 // dependentView is one resource that depends on the described one.

@@ -44,7 +44,7 @@ type waits struct {
 	// are not purged yet (Foreground: it waits for them, as Goten's
 	// deleted resource waits for its back-references to be handled).
 	cascaders []*catalog.Resource
-	plugin     string              // the first unfinished plugin, with its state
+	plugin    string // the first unfinished plugin, with its state
 	// pluginLeft: the delete-actions finalizer is still there (a plugin
 	// waits in the retry queue).
 	pluginLeft bool
