@@ -52,7 +52,7 @@ func (a *app) init() error {
 	if level == hclog.NoLevel {
 		return usageError{fmt.Errorf("--log-level %q: use error, warn, info, debug or trace", a.g.logLevel)}
 	}
-	a.log = hclog.New(&hclog.LoggerOptions{Name: "lethe", Level: level, Output: a.s.Err, JSONFormat: a.g.logFormat == "json"})
+	a.log = hclog.New(&hclog.LoggerOptions{Name: "lethe", Level: level, Output: &logWriter{w: a.s.Err, json: a.g.logFormat == "json"}, JSONFormat: a.g.logFormat == "json"})
 	a.resolved = true
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/gc"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // Kinds of the structured output of backup delete.
@@ -132,7 +133,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 	if !dryRun && !opts.Async {
 		for _, n := range names {
 			if err := del.Check(ctx, n, opts); err != nil {
-				return deleteError(fmt.Errorf("backup %s: %w", n, err))
+				return deleteError(fmt.Errorf("backup %s: %w", termtext.Quote(n), err))
 			}
 		}
 	}
@@ -145,7 +146,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		for _, n := range names {
 			p, err := del.Plan(ctx, n, opts)
 			if err != nil {
-				return fmt.Errorf("backup %s: %w", n, err)
+				return fmt.Errorf("backup %s: %w", termtext.Quote(n), err)
 			}
 			plans = append(plans, p)
 			total += p.TotalItems
@@ -171,13 +172,13 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		var rejected []string
 		for _, p := range plans {
 			if p.Rejected != "" {
-				rejected = append(rejected, p.Backup+": "+p.Rejected)
+				rejected = append(rejected, termtext.Quote(p.Backup)+": "+termtext.Quote(p.Rejected))
 			}
 		}
 		if len(rejected) > 0 {
 			return errors.New("nothing deleted: " + strings.Join(rejected, "; "))
 		}
-		ok, err := a.confirm(fmt.Sprintf("Delete %d backups (%s; %d items in all)?", len(names), strings.Join(names, ", "), total))
+		ok, err := a.confirm(fmt.Sprintf("Delete %d backups (%s; %d items in all)?", len(names), strings.Join(quoteAll(names), ", "), total))
 		if err != nil {
 			return err
 		}
@@ -204,11 +205,11 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 			if ctx.Err() != nil {
 				return err
 			}
-			errs = append(errs, fmt.Errorf("backup %s: %w", n, deleteError(err)))
+			errs = append(errs, fmt.Errorf("backup %s: %w", termtext.Quote(n), deleteError(err)))
 			if out != "table" {
 				l.Items = append(l.Items, &reportView{Kind: kindDeletionReport, Backup: n, Error: err.Error()})
 			} else {
-				fmt.Fprintf(a.s.Err, "backup %s: %v\n", n, err)
+				fmt.Fprintf(a.s.Err, "backup %s: %s\n", termtext.Quote(n), termtext.Quote(err.Error()))
 			}
 			continue
 		}

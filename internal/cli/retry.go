@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -19,6 +19,7 @@ import (
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/retry"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // retryFlags configure the retry queue and its notifications.
@@ -30,14 +31,19 @@ type retryFlags struct {
 
 	// Parsed by resolve.
 	policy retry.Policy
-	secret []byte
+	// urls are the webhooks' URLs (the queue stores them without
+	// credentials); notify the same with their secrets (the notifier).
+	urls   []string
+	notify []retry.Webhook
+	// warnings are said once a logger exists (a deprecated setting).
+	warnings []string
 }
 
 func (f *retryFlags) add(pf *pflag.FlagSet) {
 	pf.StringArrayVar(&f.backoff, "retry-backoff", nil, "base delay of the retry backoff (Base·attempts⁴, capped at 24h, ±10% jitter), globally (`30s`) or for one plugin (`example.com/ebs=5m`); repeatable (env LETHE_RETRY_BACKOFF, comma-separated; default 30s)")
 	pf.StringArrayVar(&f.maxAttempts, "retry-max-attempts", nil, "attempts before a waiting item is discarded to the dead letters (condition DeletionStuck), globally (`10`) or for one plugin (`example.com/ebs=20`); repeatable (env LETHE_RETRY_MAX_ATTEMPTS, comma-separated; default 10)")
-	pf.StringArrayVar(&f.webhooks, "notify-webhook", nil, "POST a signed JSON notification to this `URL` when a deletion is stuck, abandoned or completed after being stuck; repeatable (env LETHE_NOTIFY_WEBHOOKS, comma-separated). Needs a secret")
-	pf.StringVar(&f.secretFile, "notify-secret-file", "", "`FILE` holding the shared secret that signs notifications (HMAC-SHA256); or env LETHE_NOTIFY_SECRET")
+	pf.StringArrayVar(&f.webhooks, "notify-webhook", nil, "POST a JSON notification, signed per Standard Webhooks with this target's own secret, to `URL,secret-file=FILE` when a deletion is stuck, abandoned or completed after being stuck (FILE: whsec_ and base64, mode 0600); repeatable (env LETHE_NOTIFY_WEBHOOKS, comma-separated)")
+	pf.StringVar(&f.secretFile, "notify-secret-file", "", "deprecated: `FILE` holding the secret of a single --notify-webhook given without secret-file (or env LETHE_NOTIFY_SECRET)")
 }
 
 func (f *retryFlags) resolve(getenv func(string) string) error {
@@ -64,23 +70,95 @@ func (f *retryFlags) resolve(getenv func(string) string) error {
 		return usageError{err}
 	}
 	f.policy = p
+	return f.resolveWebhooks(getenv)
+}
+
+// secretFileOption ends a --notify-webhook URL with the target's secret
+// file: URL,secret-file=FILE.
+const secretFileOption = ",secret-file="
+
+// joinSecretFiles undoes the comma split of LETHE_NOTIFY_WEBHOOKS where
+// it cut a webhook from its secret-file option.
+func joinSecretFiles(items []string) []string {
+	var out []string
+	for _, s := range items {
+		if strings.HasPrefix(s, secretFileOption[1:]) && len(out) > 0 {
+			out[len(out)-1] += "," + s
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// resolveWebhooks reads each webhook's secret file. The old single
+// secret (--notify-secret-file, LETHE_NOTIFY_SECRET) still serves one
+// webhook given without its own, with a deprecation warning: one secret
+// for several targets would let each receiver forge requests to the
+// others, so it is refused there.
+func (f *retryFlags) resolveWebhooks(getenv func(string) string) error {
+	f.webhooks = joinSecretFiles(f.webhooks)
+	var legacy []byte
+	legacyFrom := ""
 	switch {
 	case f.secretFile != "":
-		b, err := os.ReadFile(f.secretFile)
+		s, err := retry.ReadSecretFile(f.secretFile)
 		if err != nil {
 			return usageError{fmt.Errorf("--notify-secret-file: %w", err)}
 		}
-		f.secret = []byte(strings.TrimSpace(string(b)))
-		if len(f.secret) == 0 {
-			return usageError{fmt.Errorf("--notify-secret-file %s is empty", f.secretFile)}
-		}
+		legacy, legacyFrom = legacySecret(s), "--notify-secret-file"
 	case getenv("LETHE_NOTIFY_SECRET") != "":
-		f.secret = []byte(getenv("LETHE_NOTIFY_SECRET"))
+		legacy, legacyFrom = legacySecret(getenv("LETHE_NOTIFY_SECRET")), "LETHE_NOTIFY_SECRET"
 	}
-	if len(f.webhooks) > 0 && len(f.secret) == 0 {
-		return usageError{errors.New("--notify-webhook needs a shared secret to sign notifications: set LETHE_NOTIFY_SECRET or --notify-secret-file")}
+	f.urls, f.notify = nil, nil
+	usedLegacy := false
+	for _, spec := range f.webhooks {
+		u, file := spec, ""
+		if i := strings.LastIndex(spec, secretFileOption); i >= 0 {
+			u, file = spec[:i], spec[i+len(secretFileOption):]
+		}
+		shown := retry.RedactWebhook(u)
+		var key []byte
+		switch {
+		case file != "":
+			s, err := retry.ReadSecretFile(file)
+			if err != nil {
+				return usageError{fmt.Errorf("--notify-webhook %q: secret-file: %w", shown, err)}
+			}
+			if key, err = retry.ParseSecret(s); err != nil {
+				return usageError{fmt.Errorf("--notify-webhook %q: secret-file %s: %w", shown, file, err)}
+			}
+		case len(legacy) > 0 && len(f.webhooks) == 1:
+			key, usedLegacy = legacy, true
+		case len(legacy) > 0:
+			return usageError{fmt.Errorf("--notify-webhook %q has no secret-file: %s serves a single webhook only (one secret for several would let each receiver forge notifications to the others); give each its own: URL,secret-file=FILE", shown, legacyFrom)}
+		default:
+			return usageError{fmt.Errorf("--notify-webhook %q needs a secret to sign its notifications: URL,secret-file=FILE (whsec_ and base64, mode 0600)", shown)}
+		}
+		f.urls = append(f.urls, u)
+		f.notify = append(f.notify, retry.Webhook{URL: u, Secret: key})
+	}
+	if _, err := retry.WebhookIDs(f.urls); err != nil {
+		return usageError{err}
+	}
+	switch {
+	case usedLegacy:
+		f.warnings = append(f.warnings, legacyFrom+" is deprecated: give the webhook its own secret with --notify-webhook URL,secret-file=FILE")
+	case len(legacy) > 0:
+		f.warnings = append(f.warnings, legacyFrom+" is ignored: every --notify-webhook has its own secret-file")
 	}
 	return nil
+}
+
+// legacySecret is the key of the old shared secret: a whsec_ secret is
+// decoded; any other text is the key as it is (so the receiver keeps its
+// secret, and only its check changes to the new headers).
+func legacySecret(s string) []byte {
+	s = strings.TrimSpace(s)
+	if k, err := retry.ParseSecret(s); err == nil {
+		return k
+	}
+	return []byte(s)
 }
 
 // checkPluginNames refuses a per-plugin retry setting for a plugin that
@@ -108,7 +186,7 @@ func (a *app) retryQueue(ctx context.Context) (*retry.Queue, error) {
 	// their rows change), the deletion pipeline for backups.
 	wake := gc.WakeOnRetryChange(st, deletion.DefaultHolder(), time.Now)
 	var q *retry.Queue
-	q, err = retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.webhooks, Logger: a.log,
+	q, err = retry.New(&retry.Config{Store: st, Policy: a.g.retry.policy, Webhooks: a.g.retry.urls, Logger: a.log,
 		OwnerSync: map[string]func(context.Context, string) error{
 			retry.KindResource:   wake,
 			retry.KindWait:       wake,
@@ -116,6 +194,9 @@ func (a *app) retryQueue(ctx context.Context) (*retry.Queue, error) {
 		}})
 	if err != nil {
 		return nil, usageError{err}
+	}
+	for _, w := range a.g.retry.warnings {
+		a.log.Warn(w)
 	}
 	a.queue = q
 	return q, nil
@@ -214,8 +295,8 @@ func newRetryListCmd(a *app) *cobra.Command {
 		now := time.Now()
 		t := newTable(a.s.Out, "ID", "STATE", "KIND", "OWNER", "ITEM", "PLUGIN", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR")
 		for _, r := range rows {
-			t.row(strconv.FormatInt(r.ID, 10), string(r.State), r.Kind, r.Key, cmp.Or(r.ItemID, "-"), cmp.Or(r.Plugin, "-"),
-				strconv.Itoa(r.Attempts), nextText(r, now), oneLine(r.LastError, 60))
+			t.row(strconv.FormatInt(r.ID, 10), termtext.Quote(string(r.State)), termtext.Quote(r.Kind), termtext.Quote(r.Key), termtext.Quote(cmp.Or(r.ItemID, "-")),
+				termtext.Quote(cmp.Or(r.Plugin, "-")), strconv.Itoa(r.Attempts), termtext.Quote(nextText(r, now)), termtext.Quote(oneLine(r.LastError, 60)))
 		}
 		return t.flush()
 	}
@@ -246,10 +327,15 @@ func nextText(r *catalog.RetryRow, now time.Time) string {
 	return r.NextAttemptAt.Local().Format(time.RFC3339) + " (in " + human(r.NextAttemptAt.Sub(now)) + ")"
 }
 
+// oneLine cuts s to at most n bytes on one line, at a rune boundary.
 func oneLine(s string, n int) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) > n {
-		return s[:n-1] + "…"
+		cut := n - 1
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + "…"
 	}
 	return s
 }
@@ -292,20 +378,20 @@ func newRetryGetCmd(a *app) *cobra.Command {
 func (a *app) printRetry(r *catalog.RetryRow) {
 	w, now := a.s.Out, time.Now()
 	fmt.Fprintf(w, "ID:           %d\n", r.ID)
-	fmt.Fprintf(w, "State:        %s\n", r.State)
-	fmt.Fprintf(w, "Kind:         %s\n", r.Kind)
-	fmt.Fprintf(w, "Owner:        %s (uid %s)\n", r.Key, cmp.Or(r.OwnerUID, "-"))
-	fmt.Fprintf(w, "Item:         %s\n", cmp.Or(r.ItemID, "-"))
-	fmt.Fprintf(w, "Plugin:       %s\n", cmp.Or(r.Plugin, "-"))
+	fmt.Fprintf(w, "State:        %s\n", termtext.Quote(string(r.State)))
+	fmt.Fprintf(w, "Kind:         %s\n", termtext.Quote(r.Kind))
+	fmt.Fprintf(w, "Owner:        %s (uid %s)\n", termtext.Quote(r.Key), termtext.Quote(cmp.Or(r.OwnerUID, "-")))
+	fmt.Fprintf(w, "Item:         %s\n", termtext.Quote(cmp.Or(r.ItemID, "-")))
+	fmt.Fprintf(w, "Plugin:       %s\n", termtext.Quote(cmp.Or(r.Plugin, "-")))
 	fmt.Fprintf(w, "Attempts:     %d\n", r.Attempts)
-	fmt.Fprintf(w, "Next attempt: %s\n", nextText(r, now))
+	fmt.Fprintf(w, "Next attempt: %s\n", termtext.Quote(nextText(r, now)))
 	fmt.Fprintf(w, "First seen:   %s\n", r.FirstSeenAt.Local().Format(time.RFC3339))
-	fmt.Fprintf(w, "Last error:   %s\n", cmp.Or(r.LastError, "-"))
-	fmt.Fprintf(w, "Explain:      %s\n", retry.ExplainCommand(ownerOf(r.Key)))
+	fmt.Fprintf(w, "Last error:   %s\n", termtext.Quote(cmp.Or(r.LastError, "-")))
+	fmt.Fprintf(w, "Explain:      %s\n", termtext.Quote(retry.ExplainCommand(ownerOf(r.Key))))
 	fmt.Fprintln(w, "History:")
 	t := newTable(w, "  TIME", "OUTCOME", "DURATION", "MESSAGE")
 	for _, h := range r.History {
-		t.row("  "+h.Time.Local().Format(time.RFC3339), h.Outcome, h.Duration.Round(time.Millisecond).String(), oneLine(h.Message, 100))
+		t.row("  "+h.Time.Local().Format(time.RFC3339), termtext.Quote(h.Outcome), h.Duration.Round(time.Millisecond).String(), termtext.Quote(oneLine(h.Message, 100)))
 	}
 	_ = t.flush()
 	switch r.State {
@@ -460,7 +546,7 @@ func (a *app) retryAction(cmd *cobra.Command, args []string, all bool, state str
 		if r.Plugin != "" {
 			what += " at " + r.Plugin
 		}
-		fmt.Fprintf(a.s.Out, "retry row %d (%s) %s%s\n", r.ID, what, prefix, verb)
+		fmt.Fprintf(a.s.Out, "retry row %d (%s) %s%s\n", r.ID, termtext.Quote(what), prefix, verb)
 	}
 	if len(view.Items) == 0 {
 		fmt.Fprintln(a.s.Out, "nothing to do: no row matches")

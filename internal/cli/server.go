@@ -11,6 +11,7 @@ import (
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/leader"
 	"github.com/lethehq/lethe/internal/server"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newServerCmd(a *app) *cobra.Command {
@@ -59,7 +60,7 @@ The first SIGINT or SIGTERM stops gracefully (progress is saved, the leader
 lease is handed over); a second one aborts.`,
 		Example: `  lethe server
   lethe server --store postgres://lethe@db/lethe --metrics-addr 127.0.0.1:9464
-  LETHE_NOTIFY_SECRET=... lethe server --notify-webhook https://hooks.example/lethe --retry-max-attempts 8
+  lethe server --notify-webhook https://hooks.example/lethe,secret-file=/etc/lethe/hook.whsec --retry-max-attempts 8
   lethe server --config /etc/lethe/config.yaml --log-format json
   curl -s 127.0.0.1:9464/readyz`,
 		Args: exactArgs(0, ""),
@@ -110,8 +111,8 @@ lease is handed over); a second one aborts.`,
 			srv, err := server.New(&server.Config{
 				Store: a.store, Deleter: del, Collector: col, Logger: a.log, Workers: workers,
 				MetricsListener: ln, DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins,
-				NotifySecret: a.g.retry.secret,
-				LeaseTTL:     leaseTTL, LeaderTTL: leaderTTL, PollInterval: poll,
+				NotifyWebhooks: a.g.retry.notify,
+				LeaseTTL:       leaseTTL, LeaderTTL: leaderTTL, PollInterval: poll,
 				Plugins: func() int { return len(host.Plugins()) },
 				PluginStats: func() map[string]server.PluginCounts {
 					out := map[string]server.PluginCounts{}
@@ -128,7 +129,7 @@ lease is handed over); a second one aborts.`,
 				return err
 			}
 			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %d plugins, version %s, holder %q; Ctrl-C to stop\n",
-				catalog.RedactURL(a.g.store), a.blobs.URL(), len(a.host.Plugins()), Version, del.Holder())
+				termtext.Quote(catalog.RedactURL(a.g.store)), termtext.Quote(a.blobs.URL()), len(a.host.Plugins()), Version, del.Holder())
 			return srv.Run(ctx)
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/registry"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newBackupSyncCmd(a *app) *cobra.Command {
@@ -50,7 +51,7 @@ refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 			return printStructured(a.s.Out, *out, results)
 		}
 		if len(results) == 0 {
-			fmt.Fprintf(a.s.Out, "No tarballs in %s.\n", a.blobs.URL())
+			fmt.Fprintf(a.s.Out, "No tarballs in %s.\n", termtext.Quote(a.blobs.URL()))
 			return nil
 		}
 		t := newTable(a.s.Out, "NAME", "ACTION", "ITEMS", "REASON")
@@ -61,7 +62,7 @@ refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 				// would hide why it was rejected, and it was not imported.
 				reason = strings.TrimPrefix(reason+"; warning: "+r.Warning, "; ")
 			}
-			t.row(r.Name, r.Action, fmt.Sprint(r.Items), reason)
+			t.row(termtext.Quote(r.Name), r.Action, fmt.Sprint(r.Items), termtext.Quote(reason))
 		}
 		return t.flush()
 	}

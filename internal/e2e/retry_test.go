@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,12 +16,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite"
 
 	"github.com/lethehq/lethe/internal/archive/archivetest"
 	"github.com/lethehq/lethe/internal/retry"
@@ -71,8 +76,21 @@ func TestRetryQueueThroughTheBinary(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer hook.Close()
-	const secret = "e2e-secret"
-	e.extra = append(e.extra, "LETHE_NOTIFY_SECRET="+secret, "LETHE_NOTIFY_WEBHOOKS="+hook.URL, "LETHE_RETRY_MAX_ATTEMPTS=2")
+	// The webhook's own secret, in a file only its owner reads.
+	secret := []byte("e2e-webhook-key-of-32-bytes-long")
+	secretFile := filepath.Join(t.TempDir(), "hook.whsec")
+	require.NoError(t, os.WriteFile(secretFile, []byte(retry.SecretPrefix+base64.StdEncoding.EncodeToString(secret)+"\n"), 0o600))
+	// Its URL carries credentials: they must reach the receiver, and
+	// nowhere else (not the catalog, not the logs).
+	hookURL := strings.Replace(hook.URL, "http://", "http://lethe:PassS3cr3t@", 1) + "/?token=T0kenS3cr3t"
+	e.extra = append(e.extra, "LETHE_NOTIFY_WEBHOOKS="+hookURL+",secret-file="+secretFile, "LETHE_RETRY_MAX_ATTEMPTS=2")
+	// An attacker who can write the catalog, and a server of its own.
+	var stolen atomic.Int64
+	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stolen.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer attacker.Close()
 
 	e.create("stuck", 10)
 	bad := archivetest.SpecN(4, 200).Name
@@ -126,6 +144,18 @@ func TestRetryQueueThroughTheBinary(t *testing.T) {
 	audit := e.ok("audit", "--kind", "Backup", "--name", "stuck")
 	require.Contains(t, audit.stdout, "retry-now")
 
+	// The attack of issue 23: a row written straight into the catalog's
+	// outbox, naming the attacker's URL, to get an event signed and sent
+	// there.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.home, "lethe.db")+"?_pragma=busy_timeout(10000)")
+	require.NoError(t, err)
+	const forged = "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0"
+	_, err = db.Exec(`INSERT INTO notifications (event_id, event_type, target, body, state, next_attempt_at, available_at, created_at)
+VALUES (?, 'DeletionStuck', ?, ?, 'pending', 0, 0, 0)`, forged, attacker.URL+"/steal",
+		`{"id":"`+forged+`","type":"DeletionStuck","time":"2026-01-01T00:00:00Z","resource":{"kind":"Backup","name":"x"},"attempts":1,"reason":"forged","firstSeen":"2026-01-01T00:00:00Z","explain":"lethe explain backup x"}`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
 	// A server, started after the processes that recorded the event have
 	// exited, delivers its notification and runs the requeued row.
 	srv := e.start("server")
@@ -157,7 +187,8 @@ func TestRetryQueueThroughTheBinary(t *testing.T) {
 	require.Len(t, hooks, 2, "one DeletionStuck, one DeletionCompleted: %v", hooks)
 	types := []string{}
 	for i, h := range hooks {
-		require.True(t, retry.Verify([]byte(secret), body[i], h.Get(retry.HeaderSignature)), "signature of %s", body[i])
+		require.NoError(t, retry.VerifyWebhook(secret, h.Get(retry.HeaderWebhookID), h.Get(retry.HeaderWebhookTimestamp),
+			h.Get(retry.HeaderWebhookSignature), body[i], time.Now(), 5*time.Minute), "signature of %s", body[i])
 		var ev retry.Event
 		require.NoError(t, json.Unmarshal(body[i], &ev))
 		require.Equal(t, ev.ID, h.Get(retry.HeaderIdempotencyKey))
@@ -165,6 +196,26 @@ func TestRetryQueueThroughTheBinary(t *testing.T) {
 		require.Equal(t, "lethe explain backup stuck", ev.Explain)
 	}
 	require.Equal(t, "DeletionStuck,DeletionCompleted", strings.Join(types, ","))
+	for _, h := range hooks {
+		require.Equal(t, "Basic "+base64.StdEncoding.EncodeToString([]byte("lethe:PassS3cr3t")), h.Get("Authorization"),
+			"the credentials come from the configuration")
+	}
+
+	// The forged row went nowhere; it is audited.
+	require.Zero(t, stolen.Load(), "nothing sent to a target that is not configured")
+	refused := e.ok("audit", "--kind", retry.AuditKindNotification, "--name", forged)
+	require.Contains(t, refused.stdout, retry.ActionNotificationRefused)
+	require.Contains(t, res.stderr, "notification refused")
+	// No credential in the catalog's files or the server's log.
+	for _, name := range []string{"lethe.db", "lethe.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(e.home, name))
+		if os.IsNotExist(err) {
+			continue
+		}
+		require.NoError(t, err)
+		require.False(t, bytes.Contains(b, []byte("S3cr3t")), "a webhook credential in %s", name)
+	}
+	require.NotContains(t, res.stderr, "S3cr3t")
 }
 
 // TestTwoServersOnPostgresRunEachRowOnce: two `lethe server` processes

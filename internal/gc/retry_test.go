@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,9 +34,10 @@ type retryFixture struct {
 	clock *catalogtest.Clock
 	q     *retry.Queue
 	rc    *retry.Collector
+	hooks []string
 }
 
-const testSecret = "gc-retry-secret"
+const testSecret = "gc-retry-secret-of-24-bytes-or-more"
 
 func newRetryFixture(t *testing.T, st catalog.Store, clock *catalogtest.Clock, maxAttempts int, webhooks ...string) *retryFixture {
 	t.Helper()
@@ -46,7 +48,7 @@ func newRetryFixture(t *testing.T, st catalog.Store, clock *catalogtest.Clock, m
 	q, err := retry.New(&retry.Config{Store: st, Policy: retry.Policy{Default: b}, Webhooks: webhooks, Now: clock.Now,
 		Rand: rand.New(rand.NewPCG(1, 2)), OwnerSync: map[string]func(context.Context, string) error{retry.KindResource: wake, retry.KindWait: wake}})
 	require.NoError(t, err)
-	f.q = q
+	f.q, f.hooks = q, webhooks
 	// Recheck is a day: a plugin retry must come from the queue, never
 	// from the collector's own timer.
 	c, err := gc.New(gc.Config{Store: st, Plugins: f.plugins(), Now: clock.Now, Retry: q, Holder: "gc-test",
@@ -141,7 +143,7 @@ type hookServer struct {
 	*httptest.Server
 	mu     sync.Mutex
 	bodies [][]byte
-	sigs   []string
+	heads  []http.Header
 }
 
 func newHookServer(t *testing.T) *hookServer {
@@ -149,7 +151,7 @@ func newHookServer(t *testing.T) *hookServer {
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		h.mu.Lock()
-		h.bodies, h.sigs = append(h.bodies, b), append(h.sigs, r.Header.Get(retry.HeaderSignature))
+		h.bodies, h.heads = append(h.bodies, b), append(h.heads, r.Header.Clone())
 		h.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
@@ -163,7 +165,11 @@ func (h *hookServer) events(t *testing.T) []retry.Event {
 	defer h.mu.Unlock()
 	var out []retry.Event
 	for i, b := range h.bodies {
-		require.True(t, retry.Verify([]byte(testSecret), b, h.sigs[i]), "signature of %s", b)
+		hd := h.heads[i]
+		ts, err := strconv.ParseInt(hd.Get(retry.HeaderWebhookTimestamp), 10, 64)
+		require.NoError(t, err)
+		require.NoError(t, retry.VerifyWebhook([]byte(testSecret), hd.Get(retry.HeaderWebhookID), hd.Get(retry.HeaderWebhookTimestamp),
+			hd.Get(retry.HeaderWebhookSignature), b, time.Unix(ts, 0), time.Minute), "signature of %s", b)
 		var ev retry.Event
 		require.NoError(t, json.Unmarshal(b, &ev))
 		out = append(out, ev)
@@ -173,7 +179,11 @@ func (h *hookServer) events(t *testing.T) []retry.Event {
 
 func (f *retryFixture) deliver(st catalog.Store) {
 	f.t.Helper()
-	n, err := retry.NewNotifier(&retry.NotifierConfig{Store: st, Secret: []byte(testSecret), Holder: "notify-test", Now: f.clock.Now,
+	var hooks []retry.Webhook
+	for _, u := range f.hooks {
+		hooks = append(hooks, retry.Webhook{URL: u, Secret: []byte(testSecret)})
+	}
+	n, err := retry.NewNotifier(&retry.NotifierConfig{Store: st, Webhooks: hooks, Holder: "notify-test", Now: f.clock.Now,
 		Timeout: 5 * time.Second, LeaseTTL: time.Minute})
 	require.NoError(f.t, err)
 	_, err = n.DeliverDue(f.ctx)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // KindBundle is the kind of a bundle document (see Bundle).
@@ -146,13 +147,15 @@ func (e *Error) Error() string {
 	return strings.Join(strings.Fields(b.String()), " ")
 }
 
+// where names a document; the file name and kind/namespace/name are
+// quoted when they are not plain text.
 func where(source string, index int, doc string) string {
-	s := source
+	s := termtext.Quote(source)
 	if index > 0 {
 		s += fmt.Sprintf(", document %d", index)
 	}
 	if doc != "" && doc != "/" {
-		s += " (" + doc + ")"
+		s += " (" + termtext.Quote(doc) + ")"
 	}
 	return s
 }

@@ -36,8 +36,10 @@
 // PostgreSQL, so each row runs in one place) and hands them, grouped by
 // owner, to the Handler registered for their kind; its timer wakes at
 // the next due time from an index. A Notifier delivers the outbox to the
-// webhooks, signed (HMAC-SHA256), with an idempotency key, timeouts and
-// backoff: at least once.
+// webhooks configured now (a row names its target without credentials;
+// any other target is refused), with a body it encodes from the row's
+// event, signed per Standard Webhooks with each webhook's own secret,
+// never following a redirect, with timeouts and backoff: at least once.
 //
 // The package owns the queue's policy and its events; it must not touch
 // a resource beyond its DeletionStuck condition, and never purges.

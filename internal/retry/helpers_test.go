@@ -3,16 +3,19 @@ package retry_test
 import (
 	"context"
 	crand "crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	_ "modernc.org/sqlite"
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/catalog/catalogtest"
@@ -33,13 +36,24 @@ type fixture struct {
 	// open opens another store on the same database (another replica,
 	// or the same process after a restart).
 	open func() catalog.Store
+	// exec runs SQL on the catalog's database behind the store's back
+	// ($1-style parameters): what anyone who can write the catalog can do.
+	exec func(sql string, args ...any)
+	// url is the catalog's address.
+	url string
 }
 
 var driverNames = []string{"sqlite", "postgres"}
 
 func newFixture(t *testing.T, driver string) *fixture {
 	t.Helper()
-	clock := catalogtest.NewClock(epoch)
+	return newFixtureAt(t, driver, epoch)
+}
+
+// newFixtureAt is newFixture with its clock stopped at start.
+func newFixtureAt(t *testing.T, driver string, start time.Time) *fixture {
+	t.Helper()
+	clock := catalogtest.NewClock(start)
 	var url string
 	var cfg catalog.Config
 	switch driver {
@@ -62,7 +76,7 @@ func newFixture(t *testing.T, driver string) *fixture {
 			require.NoError(t, err)
 		})
 	}
-	f := &fixture{ctx: catalog.WithActor(context.Background(), "tester"), clock: clock}
+	f := &fixture{ctx: catalog.WithActor(context.Background(), "tester"), clock: clock, url: url}
 	f.open = func() catalog.Store {
 		c := cfg
 		c.Now = clock.Now
@@ -72,6 +86,25 @@ func newFixture(t *testing.T, driver string) *fixture {
 		return st
 	}
 	f.st = f.open()
+	f.exec = func(query string, args ...any) {
+		t.Helper()
+		switch driver {
+		case "sqlite":
+			db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(url, "sqlite://")+"?_pragma=busy_timeout(10000)")
+			require.NoError(t, err)
+			defer db.Close()
+			_, err = db.Exec(strings.ReplaceAll(query, "$", "?"), args...)
+			require.NoError(t, err)
+		case "postgres":
+			conn, err := pgx.Connect(context.Background(), url)
+			require.NoError(t, err)
+			defer conn.Close(context.Background())
+			_, err = conn.Exec(context.Background(), `SET search_path TO `+pgx.Identifier{cfg.Schema}.Sanitize())
+			require.NoError(t, err)
+			_, err = conn.Exec(context.Background(), query, args...)
+			require.NoError(t, err)
+		}
+	}
 	return f
 }
 

@@ -16,6 +16,7 @@ type Metrics struct {
 	deliveries        prometheus.Counter
 	deliveryFailures  prometheus.Counter
 	deliveriesGivenUp prometheus.Counter
+	refused           prometheus.Counter
 }
 
 // NewMetrics returns the metrics, registered on reg.
@@ -39,8 +40,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deliveriesGivenUp: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lethe_notify_given_up_total", Help: "Webhook notifications given up after their delivery attempts.",
 		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lethe_notify_refused_total", Help: "Outbox rows refused and never sent: a target that is not configured, or an event that does not read back as Lethe's.",
+		}),
 	}
-	reg.MustRegister(m.depth, m.attempts, m.deadLetters, m.deliveries, m.deliveryFailures, m.deliveriesGivenUp)
+	reg.MustRegister(m.depth, m.attempts, m.deadLetters, m.deliveries, m.deliveryFailures, m.deliveriesGivenUp, m.refused)
 	return m
 }
 

@@ -25,7 +25,7 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.Refresh(f.ctx, f.st))
 
-	n, err := retry.NewNotifier(&retry.NotifierConfig{Store: f.st, Secret: secret, Holder: "me", Now: f.clock.Now, Metrics: m})
+	n, err := retry.NewNotifier(&retry.NotifierConfig{Store: f.st, Webhooks: []retry.Webhook{{URL: h.srv.URL, Secret: secret}}, Holder: "me", Now: f.clock.Now, Metrics: m})
 	require.NoError(t, err)
 	_, err = n.DeliverDue(f.ctx) // 500
 	require.NoError(t, err)
@@ -57,6 +57,6 @@ func TestMetrics(t *testing.T) {
 		"lethe_retry_queue_depth{state=running}":   0,
 		"lethe_notify_deliveries_total":            1,
 		"lethe_notify_delivery_failures_total":     1,
-		"lethe_notify_given_up_total":              0,
+		"lethe_notify_given_up_total":              0, "lethe_notify_refused_total": 0,
 	}, got)
 }

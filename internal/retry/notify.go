@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +11,9 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
-
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -90,8 +88,12 @@ func ExplainCommand(k catalog.Key) string {
 	return cmd + " " + k.Name
 }
 
+// notifications are the outbox rows of ev, one per webhook. A row names
+// its target without credentials (Webhook.ID) and holds the event's
+// fields; the notifier builds and signs the request from both and the
+// configuration of the moment.
 func (q *Queue) notifications(ev Event) []catalog.Notification {
-	if len(q.cfg.Webhooks) == 0 {
+	if len(q.targets) == 0 {
 		return nil
 	}
 	body, err := json.Marshal(ev)
@@ -99,45 +101,22 @@ func (q *Queue) notifications(ev Event) []catalog.Notification {
 		q.log.Error("encoding a notification", "error", err)
 		return nil
 	}
-	out := make([]catalog.Notification, len(q.cfg.Webhooks))
-	for i, u := range q.cfg.Webhooks {
-		out[i] = catalog.Notification{EventID: ev.ID, EventType: ev.Type, Target: u, Body: body}
+	out := make([]catalog.Notification, len(q.targets))
+	for i, id := range q.targets {
+		out[i] = catalog.Notification{EventID: ev.ID, EventType: ev.Type, Target: id, Body: body}
 	}
 	return out
 }
 
-func validWebhook(u string) error {
-	p, err := url.Parse(u)
-	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-		return fmt.Errorf("--notify-webhook %q: use an http:// or https:// URL", catalog.RedactURL(u))
-	}
-	return nil
-}
-
-// The webhook request headers.
+// The other webhook request headers (Lethe's own).
 const (
-	// HeaderSignature is "sha256=" and the hex HMAC-SHA256 of the body
-	// with the shared secret.
-	HeaderSignature = "X-Lethe-Signature-256"
-	// HeaderIdempotencyKey is the event id: a receiver that sees it twice
-	// got the same event twice (delivery is at least once).
+	// HeaderIdempotencyKey is the event id, as webhook-id: a receiver
+	// that sees it twice got the same event twice (delivery is at least
+	// once).
 	HeaderIdempotencyKey = "Idempotency-Key"
 	HeaderEvent          = "X-Lethe-Event"
 	HeaderDelivery       = "X-Lethe-Delivery"
 )
-
-// Sign returns the value of HeaderSignature for body.
-func Sign(secret, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
-// Verify checks a HeaderSignature value in constant time (for receivers
-// written in Go, and the tests).
-func Verify(secret, body []byte, signature string) bool {
-	return hmac.Equal([]byte(Sign(secret, body)), []byte(signature))
-}
 
 // Notifier defaults.
 const (
@@ -154,9 +133,15 @@ const (
 
 // NotifierConfig configures a Notifier.
 type NotifierConfig struct {
-	Store  catalog.Outbox
-	Secret []byte
-	// Client sends the requests; its Timeout is replaced by Timeout.
+	Store catalog.Outbox
+	// Webhooks are the targets a notification may go to, each with its
+	// own secret. A row of the outbox that names any other target is
+	// refused: never sent, audited (Audit) and counted.
+	Webhooks []Webhook
+	// Audit records the refused rows (nil: logged and counted only).
+	Audit catalog.Audit
+	// Client sends the requests; its Timeout is replaced by Timeout, and
+	// it never follows a redirect.
 	Client  *http.Client
 	Timeout time.Duration
 	Backoff Backoff
@@ -174,24 +159,37 @@ type NotifierConfig struct {
 
 // Notifier delivers the outbox to the webhooks, at least once.
 type Notifier struct {
-	cfg    NotifierConfig
-	log    hclog.Logger
-	client *http.Client
-	wakeC  chan struct{}
+	cfg     NotifierConfig
+	log     hclog.Logger
+	client  *http.Client
+	wakeC   chan struct{}
+	targets map[string]Webhook // by Webhook.ID
 }
 
-// NewNotifier returns a Notifier. A secret is required: a webhook must
-// be able to tell Lethe's requests from anyone else's.
+// NewNotifier returns a Notifier. Every webhook needs a secret: a
+// receiver must be able to tell Lethe's requests from anyone else's.
 func NewNotifier(cfg *NotifierConfig) (*Notifier, error) {
 	c := *cfg
 	if c.Store == nil {
 		return nil, errors.New("retry: NotifierConfig.Store is required")
 	}
-	if len(c.Secret) == 0 {
-		return nil, errors.New("notifications need a shared secret for their signature: set LETHE_NOTIFY_SECRET or --notify-secret-file")
-	}
 	if c.Holder == "" {
 		return nil, errors.New("retry: NotifierConfig.Holder is required")
+	}
+	urls := make([]string, len(c.Webhooks))
+	for i, w := range c.Webhooks {
+		if len(w.Secret) == 0 {
+			return nil, fmt.Errorf("--notify-webhook %q needs a secret to sign its notifications: add ,secret-file=FILE", w.ID())
+		}
+		urls[i] = w.URL
+	}
+	ids, err := WebhookIDs(urls)
+	if err != nil {
+		return nil, err
+	}
+	targets := make(map[string]Webhook, len(ids))
+	for i, id := range ids {
+		targets[id] = c.Webhooks[i]
 	}
 	c.Timeout = cmp.Or(c.Timeout, DeliveryTimeoutDefault)
 	if c.Backoff == (Backoff{}) {
@@ -209,7 +207,10 @@ func NewNotifier(cfg *NotifierConfig) (*Notifier, error) {
 		client = &cl
 	}
 	client.Timeout = c.Timeout
-	return &Notifier{cfg: c, log: c.Logger.Named("notify"), client: client, wakeC: make(chan struct{}, 1)}, nil
+	// A redirect would hand the signed body and its headers to a host
+	// nobody configured: a 3xx is a failed attempt.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Notifier{cfg: c, log: c.Logger.Named("notify"), client: client, wakeC: make(chan struct{}, 1), targets: targets}, nil
 }
 
 // Wake makes Run look at the outbox at once.
@@ -237,8 +238,23 @@ func (n *Notifier) DeliverDue(ctx context.Context) (int, error) {
 	}
 }
 
+// ActionNotificationRefused is the audit action of an outbox row that
+// was not sent: it names a target that is not configured, or its event
+// does not read back as one of Lethe's.
+const ActionNotificationRefused = "notification-refused"
+
+// AuditKindNotification is the audit kind of outbox rows (name: the
+// event id).
+const AuditKindNotification = "Notification"
+
 func (n *Notifier) deliver(ctx context.Context, no *catalog.Notification) bool {
-	err := n.post(ctx, no)
+	w, body, refusal := n.prepare(no)
+	if refusal != "" {
+		n.refuse(ctx, no, refusal)
+		return false
+	}
+	target := w.ID()
+	err := n.post(ctx, w, no, body)
 	now := n.cfg.Now().UTC()
 	state, next, msg := catalog.NotificationDelivered, time.Time{}, ""
 	if err != nil {
@@ -247,10 +263,10 @@ func (n *Notifier) deliver(ctx context.Context, no *catalog.Notification) bool {
 		if no.Attempts >= n.cfg.Backoff.MaxAttempts {
 			state = catalog.NotificationFailed
 			n.log.Error("giving up a notification after its attempts", "event", no.EventType, "id", no.EventID,
-				"target", catalog.RedactURL(no.Target), "attempts", no.Attempts, "error", err)
+				"target", target, "attempts", no.Attempts, "error", err)
 		} else {
 			n.log.Warn("notification not delivered; will retry", "event", no.EventType, "id", no.EventID,
-				"target", catalog.RedactURL(no.Target), "attempt", no.Attempts, "next", next, "error", err)
+				"target", target, "attempt", no.Attempts, "next", next, "error", err)
 		}
 	}
 	if m := n.cfg.Metrics; m != nil {
@@ -269,14 +285,79 @@ func (n *Notifier) deliver(ctx context.Context, no *catalog.Notification) bool {
 	return err == nil
 }
 
-func (n *Notifier) post(ctx context.Context, no *catalog.Notification) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, no.Target, bytes.NewReader(no.Body))
-	if err != nil {
-		return err
+// eventID: what an event id may be (newEventID writes 32 hex digits).
+var eventID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// prepare resolves a row's target from the configuration and rebuilds
+// its body from the event's fields; a non-empty refusal says why the
+// row must not be sent. Nothing read back from the catalog is trusted:
+// the target must be one configured now (the row holds only its ID), and
+// the body is Lethe's own encoding of an Event whose id and type match
+// the row's.
+func (n *Notifier) prepare(no *catalog.Notification) (Webhook, []byte, string) {
+	w, ok := n.targets[no.Target]
+	if !ok {
+		// A row written before targets were stored without
+		// credentials names the full URL: its stored form must still be
+		// a configured target, and the request goes to the configured
+		// URL, never the row's.
+		w, ok = n.targets[RedactWebhook(no.Target)]
 	}
+	if !ok {
+		return Webhook{}, nil, "its target is not a configured --notify-webhook"
+	}
+	var ev Event
+	dec := json.NewDecoder(bytes.NewReader(no.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ev); err != nil || dec.More() {
+		return Webhook{}, nil, "its event does not read back as a Lethe event"
+	}
+	switch {
+	case !eventID.MatchString(ev.ID) || ev.ID != no.EventID:
+		return Webhook{}, nil, "its event id is not Lethe's, or not the row's"
+	case !slices.Contains([]string{EventDeletionStuck, EventAbandoned, EventDeletionCompleted}, ev.Type) || ev.Type != no.EventType:
+		return Webhook{}, nil, "its event type is not one of Lethe's, or not the row's"
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return Webhook{}, nil, "its event cannot be encoded"
+	}
+	return w, body, ""
+}
+
+// refuse ends a row that must not be sent: failed, audited, counted and
+// logged, with its target shown without credentials.
+func (n *Notifier) refuse(ctx context.Context, no *catalog.Notification, why string) {
+	ctx = context.WithoutCancel(ctx)
+	target := RedactWebhook(no.Target)
+	n.log.Error("notification refused: not sent", "reason", why, "id", strconv.Quote(no.EventID), "row", no.ID, "target", strconv.Quote(target))
+	if m := n.cfg.Metrics; m != nil {
+		m.refused.Inc()
+	}
+	if a := n.cfg.Audit; a != nil {
+		details, _ := json.Marshal(map[string]any{"row": no.ID, "eventId": no.EventID, "eventType": no.EventType, "target": target})
+		if err := a.AppendAudit(catalog.WithDefaultActor(ctx, n.cfg.Holder), catalog.AuditEntry{Time: n.cfg.Now().UTC(),
+			Actor: n.cfg.Holder, Action: ActionNotificationRefused, Kind: AuditKindNotification, Name: no.EventID,
+			Reason: "notification refused: " + why, Details: details}); err != nil {
+			n.log.Warn("auditing a refused notification", "row", no.ID, "error", err)
+		}
+	}
+	if err := n.cfg.Store.FinishNotification(ctx, no.ID, no.Epoch, catalog.NotificationFailed, time.Time{}, "refused: "+why); err != nil {
+		n.log.Warn("recording a refused notification", "row", no.ID, "error", err)
+	}
+}
+
+func (n *Notifier) post(ctx context.Context, w Webhook, no *catalog.Notification, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return errors.New("cannot build the request") // the error would quote the URL
+	}
+	ts := n.cfg.Now().Unix()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "lethe")
-	req.Header.Set(HeaderSignature, Sign(n.cfg.Secret, no.Body))
+	req.Header.Set(HeaderWebhookID, no.EventID)
+	req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderWebhookSignature, SignWebhook(w.Secret, no.EventID, ts, body))
 	req.Header.Set(HeaderIdempotencyKey, no.EventID)
 	req.Header.Set(HeaderEvent, no.EventType)
 	req.Header.Set(HeaderDelivery, strconv.FormatInt(no.ID, 10)+"."+strconv.Itoa(no.Attempts))
@@ -284,14 +365,18 @@ func (n *Notifier) post(ctx context.Context, no *catalog.Notification) error {
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			err = ue.Err // the URL is in the log line already, redacted
+			err = ue.Err // the URL is in the log line already, without credentials
 		}
 		return err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("webhook answered %s", resp.Status)
+		// A 3xx too: redirects are not followed. A 4xx is not delivered
+		// either, and is retried like any failure.
+		// The status code only: the reason text is the receiver's, and
+		// goes to logs and the catalog.
+		return fmt.Errorf("webhook answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	return nil
 }

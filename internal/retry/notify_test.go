@@ -6,6 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,8 +23,8 @@ import (
 var secret = []byte("s3cret-shared-with-the-receiver")
 
 // hook is a real HTTP server that answers with the scripted statuses in
-// turn ("hang" waits until the client gives up), then 200; it records
-// every request.
+// turn ("hang" waits until the client gives up, "307 URL" redirects),
+// then 204; it records every request.
 type hook struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -32,6 +35,7 @@ type hook struct {
 
 type request struct {
 	header http.Header
+	query  url.Values
 	body   []byte
 }
 
@@ -40,7 +44,7 @@ func newHook(t *testing.T, script ...string) *hook {
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		h.mu.Lock()
-		h.got = append(h.got, request{header: r.Header.Clone(), body: body})
+		h.got = append(h.got, request{header: r.Header.Clone(), query: r.URL.Query(), body: body})
 		step := "200"
 		if len(h.script) > 0 {
 			step, h.script = h.script[0], h.script[1:]
@@ -52,10 +56,19 @@ func newHook(t *testing.T, script ...string) *hook {
 			case <-r.Context().Done():
 			case <-h.release:
 			}
-		case "500":
-			http.Error(w, "boom", http.StatusInternalServerError)
-		default:
+		case "200":
 			w.WriteHeader(http.StatusNoContent)
+		default:
+			// "307 URL": a redirect; any other step is a status code.
+			code, to, _ := strings.Cut(step, " ")
+			if to != "" {
+				w.Header().Set("Location", to)
+			}
+			c, err := strconv.Atoi(code)
+			if err != nil {
+				c = http.StatusTeapot
+			}
+			w.WriteHeader(c)
 		}
 	}))
 	t.Cleanup(func() { close(h.release); h.srv.Close() })
@@ -68,18 +81,30 @@ func (h *hook) requests() []request {
 	return append([]request(nil), h.got...)
 }
 
-func (f *fixture) notifier(t *testing.T, st catalog.Outbox, holder string) *retry.Notifier {
+// notifier delivers st's outbox to the webhooks at urls, each with the
+// test secret.
+func (f *fixture) notifier(t *testing.T, st catalog.Outbox, holder string, urls ...string) *retry.Notifier {
 	t.Helper()
-	n, err := retry.NewNotifier(&retry.NotifierConfig{Store: st, Secret: secret, Holder: holder, Now: f.clock.Now,
+	hooks := make([]retry.Webhook, len(urls))
+	for i, u := range urls {
+		hooks[i] = retry.Webhook{URL: u, Secret: secret}
+	}
+	n, err := retry.NewNotifier(&retry.NotifierConfig{Store: st, Webhooks: hooks, Holder: holder, Now: f.clock.Now,
 		Timeout: 300 * time.Millisecond, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	return n
 }
 
+// verify checks a request's Standard Webhooks signature with key, at now.
+func verify(key []byte, r request, now time.Time) error {
+	return retry.VerifyWebhook(key, r.header.Get(retry.HeaderWebhookID), r.header.Get(retry.HeaderWebhookTimestamp),
+		r.header.Get(retry.HeaderWebhookSignature), r.body, now, 5*time.Minute)
+}
+
 // TestWebhookDeliveryRetries: a webhook that answers 500, then hangs
 // past the timeout, then accepts gets the notification three times, each
-// signed over the body with the shared secret and carrying the same
-// idempotency key; the outbox backs off between attempts and, once
+// signed (Standard Webhooks) with its secret at the time it is sent, and
+// carrying the same webhook-id and idempotency key; the outbox backs off between attempts and, once
 // delivered, sends nothing more.
 func TestWebhookDeliveryRetries(t *testing.T) {
 	f := newFixture(t, "sqlite")
@@ -88,9 +113,11 @@ func TestWebhookDeliveryRetries(t *testing.T) {
 	w := f.owner(t, "w")
 	_, err := q.Record(f.ctx, failing(w, "boom"))
 	require.NoError(t, err)
-	n := f.notifier(t, f.st, "me")
+	n := f.notifier(t, f.st, "me", h.srv.URL+"/lethe")
 
+	var sentAt []time.Time
 	for attempt := 1; attempt <= 3; attempt++ {
+		sentAt = append(sentAt, f.clock.Now())
 		sent, err := n.DeliverDue(f.ctx)
 		require.NoError(t, err)
 		require.Len(t, h.requests(), attempt, "one request per attempt")
@@ -117,16 +144,20 @@ func TestWebhookDeliveryRetries(t *testing.T) {
 	require.Zero(t, sent)
 	reqs := h.requests()
 	require.Len(t, reqs, 3, "delivered: nothing more is sent")
-	for _, r := range reqs {
-		assert.True(t, retry.Verify(secret, r.body, r.header.Get(retry.HeaderSignature)), "signature %q", r.header.Get(retry.HeaderSignature))
-		assert.False(t, retry.Verify([]byte("wrong"), r.body, r.header.Get(retry.HeaderSignature)))
+	for i, r := range reqs {
+		assert.NoError(t, verify(secret, r, sentAt[i]), "signature %q", r.header.Get(retry.HeaderWebhookSignature))
+		assert.Equal(t, strconv.FormatInt(sentAt[i].Unix(), 10), r.header.Get(retry.HeaderWebhookTimestamp), "signed when sent")
+		assert.Error(t, verify([]byte("wrong"), r, sentAt[i]))
+		assert.Error(t, verify(secret, r, sentAt[i].Add(5*time.Minute+time.Second)), "too old")
 		assert.Equal(t, reqs[0].header.Get(retry.HeaderIdempotencyKey), r.header.Get(retry.HeaderIdempotencyKey))
+		assert.Equal(t, reqs[0].header.Get(retry.HeaderWebhookID), r.header.Get(retry.HeaderWebhookID))
 		assert.Equal(t, retry.EventDeletionStuck, r.header.Get(retry.HeaderEvent))
 		assert.Equal(t, "application/json", r.header.Get("Content-Type"))
 	}
 	var ev retry.Event
 	require.NoError(t, json.Unmarshal(reqs[0].body, &ev))
 	assert.Equal(t, ev.ID, reqs[0].header.Get(retry.HeaderIdempotencyKey))
+	assert.Equal(t, ev.ID, reqs[0].header.Get(retry.HeaderWebhookID))
 	delivered, err := f.st.ListNotifications(f.ctx, catalog.NotificationDelivered, 0)
 	require.NoError(t, err)
 	require.Len(t, delivered, 1)
@@ -154,7 +185,7 @@ func TestNotificationSurvivesACrash(t *testing.T) {
 			require.NoError(t, f.st.Close())
 
 			st := f.open() // the restart
-			n := f.notifier(t, st, "new-process")
+			n := f.notifier(t, st, "new-process", h.srv.URL)
 			sent, err := n.DeliverDue(f.ctx)
 			require.NoError(t, err)
 			require.Zero(t, sent, "the dead process's lease is still live")
@@ -163,14 +194,14 @@ func TestNotificationSurvivesACrash(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 1, sent)
 			require.Len(t, h.requests(), 1)
-			assert.True(t, retry.Verify(secret, h.requests()[0].body, h.requests()[0].header.Get(retry.HeaderSignature)))
+			assert.NoError(t, verify(secret, h.requests()[0], f.clock.Now()))
 		})
 	}
 }
 
-func TestNotifierNeedsASecret(t *testing.T) {
+func TestNotifierNeedsASecretPerWebhook(t *testing.T) {
 	f := newFixture(t, "sqlite")
-	_, err := retry.NewNotifier(&retry.NotifierConfig{Store: f.st, Holder: "me"})
+	_, err := retry.NewNotifier(&retry.NotifierConfig{Store: f.st, Holder: "me", Webhooks: []retry.Webhook{{URL: "https://a.example/"}}})
 	require.ErrorContains(t, err, "secret")
 	_, err = retry.New(&retry.Config{Store: f.st, Webhooks: []string{"ftp://x"}})
 	require.ErrorContains(t, err, "--notify-webhook")
@@ -181,7 +212,7 @@ func TestNotifierRunWakes(t *testing.T) {
 	f := newFixture(t, "sqlite")
 	h := newHook(t)
 	q := f.queue(t, f.st, policy(1), h.srv.URL)
-	n := f.notifier(t, f.st, "me")
+	n := f.notifier(t, f.st, "me", h.srv.URL)
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()

@@ -62,8 +62,11 @@ type Catalog interface {
 type Config struct {
 	Store  Catalog
 	Policy Policy
-	// Webhooks are the notification targets: every event is written to
-	// the outbox once per target, in the transaction that records it.
+	// Webhooks are the notification targets' URLs: every event is
+	// written to the outbox once per target, in the transaction that
+	// records it, under the target's URL without credentials
+	// (RedactWebhook); the notifier takes the URL and secret from its
+	// own configuration when it sends.
 	Webhooks []string
 	Logger   hclog.Logger
 	Now      func() time.Time
@@ -90,6 +93,8 @@ type Config struct {
 type Queue struct {
 	cfg Config
 	log hclog.Logger
+	// targets are the Webhooks as stored (no credentials).
+	targets []string
 }
 
 // New returns a Queue. A zero Policy is DefaultBackoff for every plugin.
@@ -108,12 +113,11 @@ func New(cfg *Config) (*Queue, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	for _, u := range c.Webhooks {
-		if err := validWebhook(u); err != nil {
-			return nil, err
-		}
+	targets, err := WebhookIDs(c.Webhooks)
+	if err != nil {
+		return nil, err
 	}
-	return &Queue{cfg: c, log: c.Logger.Named("retry")}, nil
+	return &Queue{cfg: c, log: c.Logger.Named("retry"), targets: targets}, nil
 }
 
 // Attach sets the metrics the queue counts into and the function it
@@ -124,8 +128,9 @@ func (q *Queue) Attach(m *Metrics, wake func()) {
 	q.cfg.Metrics, q.cfg.Wake = m, wake
 }
 
-// Webhooks are the notification targets.
-func (q *Queue) Webhooks() []string { return slices.Clone(q.cfg.Webhooks) }
+// Webhooks are the notification targets, as stored in the outbox
+// (without credentials).
+func (q *Queue) Webhooks() []string { return slices.Clone(q.targets) }
 
 // Store is the queue's catalog.
 func (q *Queue) Store() Catalog { return q.cfg.Store }

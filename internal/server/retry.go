@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/lethehq/lethe/internal/catalog"
@@ -34,16 +35,20 @@ func (s *Server) retryParts() (*retry.Collector, *retry.Notifier, error) {
 		return nil, nil, err
 	}
 	var nt *retry.Notifier
-	if len(s.cfg.NotifySecret) > 0 {
+	for _, id := range q.Webhooks() {
+		if !slices.ContainsFunc(s.cfg.NotifyWebhooks, func(w retry.Webhook) bool { return w.ID() == id }) {
+			return nil, nil, fmt.Errorf("--notify-webhook %q needs a secret to sign its notifications: URL,secret-file=FILE", id)
+		}
+	}
+	if len(s.cfg.NotifyWebhooks) > 0 {
+		audit, _ := q.Store().(catalog.Audit) // every catalog driver's store is one
 		nt, err = retry.NewNotifier(&retry.NotifierConfig{
-			Store: q.Store(), Secret: s.cfg.NotifySecret, Timeout: s.cfg.NotifyTimeout, Holder: s.cfg.Deleter.Holder(),
-			Logger: s.cfg.Logger, Metrics: s.retryMetrics,
+			Store: q.Store(), Audit: audit, Webhooks: s.cfg.NotifyWebhooks, Timeout: s.cfg.NotifyTimeout,
+			Holder: s.cfg.Deleter.Holder(), Logger: s.cfg.Logger, Metrics: s.retryMetrics, Now: s.cfg.Now,
 		})
 		if err != nil {
 			return nil, nil, err
 		}
-	} else if len(q.Webhooks()) > 0 {
-		return nil, nil, errors.New("--notify-webhook needs a shared secret: set LETHE_NOTIFY_SECRET or --notify-secret-file")
 	}
 	q.Attach(s.retryMetrics, func() {
 		col.Wake()

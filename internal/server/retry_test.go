@@ -50,7 +50,7 @@ func TestStuckBackupItemIsDeadLettered(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer hook.Close()
-	secret := []byte("shared")
+	secret := []byte("shared-secret-of-24-bytes-or-more")
 
 	var q *retry.Queue
 	pe := deletiontest.New(t, deletiontest.Options{
@@ -75,7 +75,7 @@ func TestStuckBackupItemIsDeadLettered(t *testing.T) {
 	bad := archivetest.SpecN(3, 200).Name
 	require.NoError(t, os.WriteFile(filepath.Join(dir, bad+".fail"), nil, 0o600))
 
-	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, Now: clock.Now, NotifySecret: secret})
+	srv, err := server.New(&server.Config{Store: e.st, Deleter: e.del, Now: clock.Now, NotifyWebhooks: []retry.Webhook{{URL: hook.URL, Secret: secret}}})
 	require.NoError(t, err)
 	col, notifier, err := srv.RetryParts()
 	require.NoError(t, err)
@@ -154,7 +154,8 @@ func TestStuckBackupItemIsDeadLettered(t *testing.T) {
 	require.Len(t, got, 1)
 	req, raw := got[0], body[0]
 	mu.Unlock()
-	assert.True(t, retry.Verify(secret, raw, req.Header.Get(retry.HeaderSignature)))
+	assert.NoError(t, retry.VerifyWebhook(secret, req.Header.Get(retry.HeaderWebhookID), req.Header.Get(retry.HeaderWebhookTimestamp),
+		req.Header.Get(retry.HeaderWebhookSignature), raw, clock.Now(), 5*time.Minute))
 	var ev retry.Event
 	require.NoError(t, json.Unmarshal(raw, &ev))
 	assert.Equal(t, retry.EventDeletionStuck, ev.Type)

@@ -6,7 +6,9 @@
 //     never run the same deletion at once;
 //   - one elected leader (internal/leader, a lease in the catalog) runs the
 //     singleton loops: TTL expiry, the grace-window timers, and the
-//     reconciliation that requeues stranded deletions;
+//     reconciliation that requeues stranded deletions. They run with a
+//     context fenced by the leader's term (catalog.WithLeaderFence), so the
+//     catalog refuses their writes once another replica leads;
 //   - idle replicas sleep until the next item is due and are woken at once
 //     by the catalog's wake-up hints (LISTEN/NOTIFY on PostgreSQL); a slow
 //     poll is only the safety net.
@@ -112,10 +114,11 @@ type Config struct {
 	// replica, next to the server's own.
 	LeaderLoops []Loop
 	Loops       []Loop
-	// NotifySecret signs webhook notifications (see retry.Notifier);
-	// without it no notifier runs, and webhooks are refused.
-	NotifySecret  []byte
-	NotifyTimeout time.Duration
+	// NotifyWebhooks are the webhooks the notifier may send to, each
+	// with its secret (see retry.Notifier); without them no notifier
+	// runs. Every webhook the queue writes to must be among them.
+	NotifyWebhooks []retry.Webhook
+	NotifyTimeout  time.Duration
 	// RetryLeaseTTL is the lease on claimed retry rows.
 	RetryLeaseTTL time.Duration
 	// Collector, when set, is the garbage collector, run from the change

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // APIVersion and BackupKind identify a Velero Backup object.
@@ -85,7 +88,29 @@ func ParseBackup(data []byte, name string) (*Backup, error) {
 	if _, err := b.TTL(); err != nil {
 		return nil, err
 	}
+	if err := b.checkControl(); err != nil {
+		return nil, err
+	}
 	return &b, nil
+}
+
+// checkControl refuses a field Lethe records and shows (namespaces, the
+// storage location, the phase, the UID) that holds a control character,
+// DEL or a bidi control: no Kubernetes name or phase can, and it would
+// reach an operator's terminal as an escape sequence.
+func (b *Backup) checkControl() error {
+	fields := []struct{ what, s string }{
+		{"spec.storageLocation", b.Spec.StorageLocation}, {"status.phase", b.Status.Phase}, {"metadata.uid", b.Metadata.UID},
+	}
+	for _, ns := range b.Spec.IncludedNamespaces {
+		fields = append(fields, struct{ what, s string }{"spec.includedNamespaces", ns})
+	}
+	for _, f := range fields {
+		if r, bad := termtext.Control(f.s); bad {
+			return fmt.Errorf("%s: %s %s holds %s, which no Kubernetes name can", MetadataFile, f.what, strconv.Quote(f.s), termtext.Describe(r))
+		}
+	}
+	return nil
 }
 
 func quoteOrNone(s string) string {
