@@ -84,6 +84,9 @@ func (s *Store) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOp
 	if opts.Force {
 		action = "force-delete"
 	}
+	if opts.Action != "" {
+		action = opts.Action
+	}
 	return s.mutate(ctx, mutation{key: k, action: action, actor: catalog.ActorFrom(ctx), reason: opts.Reason,
 		apply: func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error) {
 			if opts.OnlyIfScheduled && cur.Phase != catalog.PhaseScheduled {

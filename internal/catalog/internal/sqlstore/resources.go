@@ -116,6 +116,9 @@ func (s *Store) CreateBatch(ctx context.Context, rs []*catalog.Resource) ([]*cat
 				}
 			}
 		}
+		if err := s.checkCycles(ctx, q, out); err != nil {
+			return err
+		}
 		return q.ExecBatch(ctx, s.b.Notify())
 	})
 	if err != nil {
