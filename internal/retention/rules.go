@@ -74,7 +74,9 @@ type Verdict struct {
 // its calendar bucket, as restic's ymdh, ymd, yw, ym and y do. Keys only
 // grow with time in any one zone, so a bucket's backups are adjacent in a
 // newest-first list.
-func hourKey(t time.Time) int  { return t.Year()*1000000 + int(t.Month())*10000 + t.Day()*100 + t.Hour() }
+func hourKey(t time.Time) int {
+	return t.Year()*1000000 + int(t.Month())*10000 + t.Day()*100 + t.Hour()
+}
 func dayKey(t time.Time) int   { return t.Year()*10000 + int(t.Month())*100 + t.Day() }
 func monthKey(t time.Time) int { return t.Year()*100 + int(t.Month()) }
 func yearKey(t time.Time) int  { return t.Year() }
