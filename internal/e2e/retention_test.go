@@ -64,7 +64,7 @@ func (e *env) veleroNightlies(schedule string, n int, phases map[int]string, ext
 	e.t.Helper()
 	var tb bytes.Buffer
 	require.NoError(e.t, archivetest.Write(&tb, velerotest.Items(), archivetest.Options{}))
-	last := time.Now().UTC().Truncate(24*time.Hour).Add(-21 * time.Hour)
+	last := time.Now().UTC().Truncate(24 * time.Hour).Add(-21 * time.Hour)
 	var out []retention.Backup
 	for i := range n {
 		created := last.AddDate(0, 0, -i)
