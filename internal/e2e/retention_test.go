@@ -58,7 +58,8 @@ type retentionPlanOut struct {
 
 // veleroNightlies lays out, in the storage folder, as Velero 1.18 does, n
 // nightly backups of schedule, one a day at 03:00 UTC, the newest
-// yesterday; phases and extra labels by age in days. It returns the
+// yesterday, each with a TTL of ten years; phases and extra labels by
+// age in days. It returns the
 // backups as the engine should see them.
 func (e *env) veleroNightlies(schedule string, n int, phases map[int]string, extra map[int]map[string]string) []retention.Backup {
 	e.t.Helper()
@@ -84,6 +85,10 @@ func (e *env) veleroNightlies(schedule string, n int, phases map[int]string, ext
 			phase = p
 		}
 		obj["status"].(map[string]any)["phase"] = phase
+		// A TTL of ten years: the generated 720h from April would have
+		// expired them all, and the policy is what is tested here.
+		obj["spec"].(map[string]any)["ttl"] = (10 * 365 * 24 * time.Hour).String()
+		delete(obj["status"].(map[string]any), "expiration")
 		meta, err := json.Marshal(obj)
 		require.NoError(e.t, err)
 		dir := filepath.Join(e.storageDir(), filepath.FromSlash(velero.BackupDir(name)))

@@ -35,6 +35,10 @@ const (
 	HoldValue = "true"
 )
 
+// ActorPrefix starts the audit actor of the deletions a policy requests
+// ("retention:nightly-gfs"); undelete recognises them by it.
+const ActorPrefix = "retention:"
+
 // DefaultGroupBy is the label a policy groups by when it names none:
 // backups of one Velero schedule form a group.
 const DefaultGroupBy = "velero.io/schedule-name"

@@ -137,3 +137,35 @@ func (r *Result) Names() []string {
 	slices.Sort(out)
 	return out
 }
+
+// OverridingTTL returns the first stored policy with overrideTTL that
+// selects the backup r, or "": such a backup's TTL no longer expires it,
+// the policy alone decides. A stored policy that no longer validates is
+// an error (never read as "no policy").
+func OverridingTTL(ctx context.Context, st Store, r *catalog.Resource) (string, error) {
+	prs, err := listAll(ctx, st, catalog.ListOptions{Kind: manifest.KindRetentionPolicy, Phase: catalog.PhaseActive})
+	if err != nil {
+		return "", err
+	}
+	var b *retention.Backup
+	for _, pr := range prs {
+		spec, err := manifest.RetentionPolicyFromResource(pr.Name, pr.Spec)
+		if err != nil {
+			return "", fmt.Errorf("stored RetentionPolicy %s no longer validates: %w", pr.Name, err)
+		}
+		if !spec.OverrideTTL {
+			continue
+		}
+		if b == nil {
+			bb, err := FromResource(r)
+			if err != nil {
+				return "", err
+			}
+			b = &bb
+		}
+		if spec.Policy.Selects(b) {
+			return pr.Name, nil
+		}
+	}
+	return "", nil
+}
