@@ -89,8 +89,12 @@ stderr.`,
 		var name string
 		if len(args) == 1 {
 			name = args[0]
-			if _, err := getResource(ctx, st, catalog.Key{Kind: manifest.KindRetentionPolicy, Name: name}); err != nil {
+			r, err := getResource(ctx, st, catalog.Key{Kind: manifest.KindRetentionPolicy, Name: name})
+			if err != nil {
 				return err
+			}
+			if r.Phase != catalog.PhaseActive {
+				return exitCodeError{code: exitNotFound, err: fmt.Errorf("RetentionPolicy %q is being deleted (%s): it plans nothing", name, r.Phase)}
 			}
 		}
 		res, err := planner.Build(ctx, st, time.Now())

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/retention"
 	"github.com/lethehq/lethe/internal/retention/planner"
 	"github.com/lethehq/lethe/internal/server"
 )
@@ -39,4 +41,13 @@ func (a *app) retentionLoop(del *deletion.Deleter, interval time.Duration) (serv
 		return planner.OverridingTTL(ctx, a.store, r)
 	}
 	return server.Loop{Name: "retention", Run: e.Run}, veto, nil
+}
+
+// printRetentionHold says so when undelete put the retention hold on r.
+func printRetentionHold(a *app, r *catalog.Resource) {
+	if r == nil || r.Annotations[deletion.AnnotationRetentionHold] == "" {
+		return
+	}
+	fmt.Fprintf(a.s.Out, "A RetentionPolicy had scheduled it, so it is now held (label %s=%s): no policy deletes it while the label stays.\n",
+		retention.HoldLabel, retention.HoldValue)
 }

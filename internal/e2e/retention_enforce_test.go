@@ -118,7 +118,8 @@ spec:
 
 	// Undelete inside the grace window: Active, held, audited; the
 	// policy leaves it alone from then on.
-	e.ok("backup", "undelete", victim)
+	out := e.ok("backup", "undelete", victim).stdout
+	require.Contains(t, out, "A RetentionPolicy had scheduled it, so it is now held (label lethe.io/retain=true)")
 	b = e.get(victim)
 	require.Equal(t, "Active", b.Phase)
 	require.Equal(t, "true", b.Labels["lethe.io/retain"])

@@ -171,7 +171,7 @@ func (e *Enforcer) RunOnce(ctx context.Context) (capped bool, err error) {
 				continue
 			}
 			reason := fmt.Sprintf("RetentionPolicy %s: %s", p.Resource.Name, strings.Join(it.Reasons, "; "))
-			e.log.Info("retention: requesting the deletion", "policy", p.Resource.Name, "backup", it.Backup, "reason", reason)
+			e.log.Info("requesting the deletion", "policy", p.Resource.Name, "backup", it.Backup, "reason", reason)
 			if err := e.cfg.Delete(catalog.WithActor(ctx, retention.ActorPrefix+p.Resource.Name), p.Resource.Name, it.Backup, delay, reason); err != nil {
 				if ctx.Err() != nil {
 					return capped, ctx.Err()

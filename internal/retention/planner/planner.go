@@ -49,8 +49,9 @@ func (r *Result) Get(name string) *Policy {
 	return nil
 }
 
-// ErrNoPolicy is returned by Build when no RetentionPolicy is stored.
-var ErrNoPolicy = errors.New("no RetentionPolicy in the catalog: write one and 'lethe apply -f' it (see docs/retention.md)")
+// ErrNoPolicy is returned by Build when no RetentionPolicy is stored, or
+// every stored one is being deleted.
+var ErrNoPolicy = errors.New("no RetentionPolicy in the catalog (or only ones being deleted): write one and 'lethe apply -f' it (see docs/retention.md)")
 
 // Build plans every stored RetentionPolicy at now. A backup already
 // pending deletion (Scheduled or Deleting) is not part of any plan: it
@@ -73,6 +74,9 @@ func Build(ctx context.Context, st Store, now time.Time) (*Result, error) {
 			return nil, fmt.Errorf("stored RetentionPolicy %s no longer validates: %w", r.Name, err)
 		}
 		res.Policies = append(res.Policies, &Policy{Resource: r, Spec: spec})
+	}
+	if len(res.Policies) == 0 {
+		return nil, ErrNoPolicy
 	}
 	brs, err := listAll(ctx, st, catalog.ListOptions{Kind: backup.Kind, Phase: catalog.PhaseActive})
 	if err != nil {
