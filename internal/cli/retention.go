@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/manifest"
+	"github.com/lethehq/lethe/internal/retention"
 	"github.com/lethehq/lethe/internal/retention/planner"
 )
 
@@ -146,4 +148,68 @@ func printRetentionPlan(a *app, doc retentionPlanJSON) error {
 		}
 	}
 	return nil
+}
+
+// showEnforcePlans prints on stderr, before apply writes anything, the
+// plan of each RetentionPolicy that the apply switches to mode enforce
+// (new in enforce, or stored in dryRun): what 'lethe server' will then
+// schedule for deletion. It changes nothing and stops nothing; a plan
+// that cannot be built is a warning.
+func (a *app) showEnforcePlans(ctx context.Context, st planner.Store, docs []*manifest.Document) {
+	var desired []*manifest.RetentionPolicy
+	var switching []string
+	for _, d := range docs {
+		if d.Kind != manifest.KindRetentionPolicy {
+			continue
+		}
+		rp, err := manifest.ParseRetentionPolicy(d)
+		if err != nil {
+			return // apply refuses it with its own message
+		}
+		desired = append(desired, rp)
+		if rp.Mode != manifest.ModeEnforce {
+			continue
+		}
+		cur, err := st.Get(ctx, d.Key())
+		if err == nil {
+			if old, err := manifest.RetentionPolicyFromResource(cur.Name, cur.Spec); err == nil && old.Mode == manifest.ModeEnforce {
+				continue
+			}
+		}
+		switching = append(switching, rp.Policy.Name)
+	}
+	if len(switching) == 0 {
+		return
+	}
+	res, err := planner.BuildWith(ctx, st, time.Now(), desired)
+	if err != nil {
+		fmt.Fprintf(a.s.Err, "lethe: warning: the plan of the policies switched to enforce could not be computed: %v\n", err)
+		return
+	}
+	for _, name := range switching {
+		p := res.Get(name)
+		if p == nil {
+			continue
+		}
+		var del []string
+		for _, it := range p.Plan.Items {
+			if it.Action == retention.Delete {
+				del = append(del, it.Backup)
+			}
+		}
+		fmt.Fprintf(a.s.Err, "lethe: RetentionPolicy %s switches to enforce: keep %d, delete %d", name, len(p.Plan.Items)-len(del), len(del))
+		const shown = 10
+		if len(del) > 0 {
+			more := ""
+			if len(del) > shown {
+				more = fmt.Sprintf(" and %d more", len(del)-shown)
+				del = del[:shown]
+			}
+			fmt.Fprintf(a.s.Err, " (%s%s)", strings.Join(del, ", "), more)
+		}
+		fmt.Fprintf(a.s.Err, "; 'lethe retention plan %s' shows every backup and why\n", name)
+		for _, w := range p.Plan.Warnings {
+			fmt.Fprintf(a.s.Err, "lethe: warning: %s\n", w)
+		}
+	}
 }

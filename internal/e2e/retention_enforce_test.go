@@ -74,14 +74,19 @@ func TestEnforcedRetentionSchedulesThePlansDeletionsAndAnUndeleteSticks(t *testi
 	e := newEnv(t, pluginNoop)
 	e.veleroNightlies("nightly", 20, nil, nil)
 	e.ok("backup", "sync")
-	e.applyJSON(0, "-f", e.writeFile("p.yaml", `kind: RetentionPolicy
+	policy := e.writeFile("p.yaml", `kind: RetentionPolicy
 metadata: {name: last-five}
 spec:
   selector: velero.io/schedule-name=nightly
   keepLast: 5
   deletionDelay: 1h
   mode: enforce
-`))
+`)
+	// apply shows what switching to enforce will delete, before it writes.
+	r := e.ok("apply", "-f", policy)
+	require.Contains(t, r.stderr, "lethe: RetentionPolicy last-five switches to enforce: keep 5, delete 15 (")
+	require.Contains(t, r.stderr, "and 5 more); 'lethe retention plan last-five' shows every backup and why\n")
+	require.NotContains(t, e.ok("apply", "-f", policy).stderr, "switches to enforce", "already enforced")
 	plan := e.retentionPlan("last-five")
 	var del []string
 	for _, it := range plan.Items {

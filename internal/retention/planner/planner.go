@@ -57,16 +57,25 @@ var ErrNoPolicy = errors.New("no RetentionPolicy in the catalog (or only ones be
 // pending deletion (Scheduled or Deleting) is not part of any plan: it
 // is on its way, and undelete brings it back.
 func Build(ctx context.Context, st Store, now time.Time) (*Result, error) {
+	return BuildWith(ctx, st, now, nil)
+}
+
+// BuildWith is Build with the policies of desired in place of the stored
+// ones of the same name, or added: the plan a `lethe apply` would bring
+// about.
+func BuildWith(ctx context.Context, st Store, now time.Time, desired []*manifest.RetentionPolicy) (*Result, error) {
 	prs, err := listAll(ctx, st, catalog.ListOptions{Kind: manifest.KindRetentionPolicy})
 	if err != nil {
 		return nil, err
 	}
-	if len(prs) == 0 {
-		return nil, ErrNoPolicy
-	}
 	res := &Result{}
+	replaced := map[string]bool{}
+	for _, d := range desired {
+		replaced[d.Policy.Name] = true
+		res.Policies = append(res.Policies, &Policy{Resource: &catalog.Resource{Kind: manifest.KindRetentionPolicy, Name: d.Policy.Name, Phase: catalog.PhaseActive}, Spec: d})
+	}
 	for _, r := range prs {
-		if r.Phase != catalog.PhaseActive {
+		if r.Phase != catalog.PhaseActive || replaced[r.Name] {
 			continue
 		}
 		spec, err := manifest.RetentionPolicyFromResource(r.Name, r.Spec)
