@@ -55,6 +55,11 @@ plugins (lethe backup get/list, metric lethe_backups_plugin_missing), and is
 looked at again every few minutes. It refuses to start with an empty plugin
 folder (exit 5) unless --no-plugins says that is intended.
 
+It enforces the RetentionPolicies in mode enforce (see 'lethe retention
+plan'): every --retention-interval and soon after backups or policies
+change, it schedules the deletions of their plans, with each policy's
+deletionDelay, audited as retention:<policy>.
+
 It logs at info level unless told otherwise: one line when each deletion
 starts and one when it ends (counts by plugin, duration, what was purged).
 The first SIGINT or SIGTERM stops gracefully (progress is saved, the leader
