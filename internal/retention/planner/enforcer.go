@@ -52,6 +52,9 @@ type EnforcerConfig struct {
 type Enforcer struct {
 	cfg EnforcerConfig
 	log hclog.Logger
+	// pausedUntil holds back, until the next interval, each policy that
+	// maxDeletesPerRun capped (by name).
+	pausedUntil map[string]time.Time
 }
 
 // NewEnforcer returns an Enforcer.
@@ -66,26 +69,24 @@ func NewEnforcer(cfg *EnforcerConfig) (*Enforcer, error) {
 	}
 	c.Interval = cmp.Or(c.Interval, IntervalDefault)
 	c.Debounce = cmp.Or(c.Debounce, DebounceDefault)
-	return &Enforcer{cfg: c, log: c.Logger.Named("retention")}, nil
+	return &Enforcer{cfg: c, log: c.Logger.Named("retention"), pausedUntil: map[string]time.Time{}}, nil
 }
 
-// Run works until ctx ends. After a run in which maxDeletesPerRun held a
-// policy back, changes do not start another run before the interval:
-// the cap is a pace, not only a batch size.
+// Run works until ctx ends.
 func (e *Enforcer) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		version, err := e.cfg.Store.CurrentVersion(ctx)
 		if err != nil {
 			return err
 		}
-		capped, err := e.RunOnce(ctx)
+		_, err = e.RunOnce(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			e.log.Error("evaluating retention policies", "error", err)
 		}
-		if err := e.wait(ctx, version, capped); err != nil {
+		if err := e.wait(ctx, version); err != nil {
 			return err
 		}
 	}
@@ -93,8 +94,8 @@ func (e *Enforcer) Run(ctx context.Context) error {
 }
 
 // wait returns at the interval, or a debounce after a change to a backup
-// or a policy (unless capped).
-func (e *Enforcer) wait(ctx context.Context, version int64, capped bool) error {
+// or a policy.
+func (e *Enforcer) wait(ctx context.Context, version int64) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sub, err := e.cfg.Store.Watch(wctx, catalog.WatchOptions{FromVersion: version})
@@ -122,7 +123,7 @@ func (e *Enforcer) wait(ctx context.Context, version int64, capped bool) error {
 				events = nil
 				continue
 			}
-			if capped || debounce != nil || ev.Resource == nil {
+			if debounce != nil || ev.Resource == nil {
 				continue
 			}
 			if ev.Resource.Kind == backup.Kind || ev.Resource.Kind == manifest.KindRetentionPolicy {
@@ -133,9 +134,13 @@ func (e *Enforcer) wait(ctx context.Context, version int64, capped bool) error {
 }
 
 // RunOnce evaluates every policy and requests the deletions of those in
-// mode enforce. It reports whether maxDeletesPerRun held one back.
+// mode enforce. It reports whether maxDeletesPerRun held one back. A
+// policy that the cap held back requests nothing more until an interval
+// has passed, however many changes start runs meanwhile: the cap is a
+// pace (at most maxDeletesPerRun per interval), not only a batch size.
 func (e *Enforcer) RunOnce(ctx context.Context) (capped bool, err error) {
-	res, err := Build(ctx, e.cfg.Store, e.cfg.Now())
+	now := e.cfg.Now()
+	res, err := Build(ctx, e.cfg.Store, now)
 	if errors.Is(err, ErrNoPolicy) {
 		return false, nil
 	}
@@ -147,15 +152,20 @@ func (e *Enforcer) RunOnce(ctx context.Context) (capped bool, err error) {
 		if p.Spec.Mode != manifest.ModeEnforce {
 			continue
 		}
+		name := p.Resource.Name
+		if until, ok := e.pausedUntil[name]; ok && now.Before(until) {
+			e.log.Debug("held back by maxDeletesPerRun until the next interval", "policy", name, "until", until)
+			continue
+		}
+		delete(e.pausedUntil, name)
 		for _, w := range p.Plan.Warnings {
 			e.log.Warn(w)
 		}
-		if p.Spec.Policy.MaxDeletesPerRun > 0 && len(p.Plan.Warnings) > 0 {
-			for _, it := range p.Plan.Items {
-				if it.Action == retention.Keep && len(it.Reasons) > 0 && strings.HasPrefix(it.Reasons[len(it.Reasons)-1], "postponed:") {
-					capped = true
-					break
-				}
+		for _, it := range p.Plan.Items {
+			if it.Action == retention.Keep && len(it.Reasons) > 0 && strings.HasPrefix(it.Reasons[len(it.Reasons)-1], "postponed:") {
+				capped = true
+				e.pausedUntil[name] = now.Add(e.cfg.Interval)
+				break
 			}
 		}
 		var delay *time.Duration

@@ -169,3 +169,36 @@ func TestOverrideTTLLeavesTheBackupsItSelectsToThePolicy(t *testing.T) {
 		require.Equal(t, want, got, name)
 	}
 }
+
+// TestACappedPolicyWaitsForTheNextInterval: once maxDeletesPerRun held a
+// policy back, runs started by changes request nothing for it until an
+// interval has passed; other policies go on.
+func TestACappedPolicyWaitsForTheNextInterval(t *testing.T) {
+	st := openStore(t)
+	addNightlies(t, st, "a", 8)
+	addNightlies(t, st, "b", 4)
+	addPolicy(t, st, "capped", `{"selector":"velero.io/schedule-name=a","keepLast":1,"maxDeletesPerRun":2,"mode":"enforce"}`)
+	addPolicy(t, st, "free", `{"selector":"velero.io/schedule-name=b","keepLast":1,"mode":"enforce"}`)
+	now := t0.AddDate(1, 0, 0)
+	rec := &recorder{}
+	e, err := planner.NewEnforcer(&planner.EnforcerConfig{Store: st, Delete: rec.delete, Interval: time.Hour, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	capped, err := e.RunOnce(ctx)
+	require.NoError(t, err)
+	require.True(t, capped)
+	require.Equal(t, []string{"a-0", "a-1", "b-0", "b-1", "b-2"}, rec.backups(), "the two oldest of a")
+
+	rec.calls = nil
+	now = now.Add(59 * time.Minute) // a change starts a run within the interval
+	_, err = e.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b-0", "b-1", "b-2"}, rec.backups(), "capped waits; free goes on (the recorder deletes nothing, so b's plan repeats)")
+
+	rec.calls = nil
+	now = now.Add(2 * time.Minute)
+	_, err = e.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a-0", "a-1", "b-0", "b-1", "b-2"}, rec.backups(), "an interval later, the next batch")
+}
