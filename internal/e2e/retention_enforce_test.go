@@ -203,3 +203,31 @@ spec:
 	require.Equal(t, []string{bs[9].Name, bs[10].Name}, scheduled, "the three oldest went, one was undeleted, no more")
 	stopServer(t, srv)
 }
+
+// TestOverrideTTLLeavesExpiredBackupsToThePolicy: the server requests the
+// deletion of expired backups, except those that a policy with
+// overrideTTL selects (even in dryRun): that policy alone decides.
+func TestOverrideTTLLeavesExpiredBackupsToThePolicy(t *testing.T) {
+	e := newEnv(t, pluginNoop)
+	owned := e.veleroNightliesTTL("owned", 2, time.Hour, nil, nil)
+	other := e.veleroNightliesTTL("other", 2, time.Hour, nil, nil)
+	e.ok("backup", "sync")
+	e.applyJSON(0, "-f", e.writeFile("p.yaml", `kind: RetentionPolicy
+metadata: {name: owner}
+spec:
+  selector: velero.io/schedule-name=owned
+  keepLast: -1
+  overrideTTL: true
+`))
+	srv := e.start("server", "--metrics-addr", freePort(t))
+	e.waitPhases(srv, "the expired backups of no overriding policy leave Active", func(ph map[string]string) bool {
+		return ph[other[0].Name] != "Active" && ph[other[1].Name] != "Active"
+	})
+	// The TTL controller requests every due backup in one pass; the two
+	// owned ones expired as the others did. Nothing else to wait on.
+	time.Sleep(2 * time.Second)
+	ph := e.phases()
+	require.Equal(t, "Active", ph[owned[0].Name])
+	require.Equal(t, "Active", ph[owned[1].Name])
+	stopServer(t, srv)
+}

@@ -63,6 +63,12 @@ type retentionPlanOut struct {
 // backups as the engine should see them.
 func (e *env) veleroNightlies(schedule string, n int, phases map[int]string, extra map[int]map[string]string) []retention.Backup {
 	e.t.Helper()
+	return e.veleroNightliesTTL(schedule, n, 10*365*24*time.Hour, phases, extra)
+}
+
+// veleroNightliesTTL is veleroNightlies with the backups' spec.ttl.
+func (e *env) veleroNightliesTTL(schedule string, n int, ttl time.Duration, phases map[int]string, extra map[int]map[string]string) []retention.Backup {
+	e.t.Helper()
 	var tb bytes.Buffer
 	require.NoError(e.t, archivetest.Write(&tb, velerotest.Items(), archivetest.Options{}))
 	last := time.Now().UTC().Truncate(24 * time.Hour).Add(-21 * time.Hour)
@@ -85,9 +91,8 @@ func (e *env) veleroNightlies(schedule string, n int, phases map[int]string, ext
 			phase = p
 		}
 		obj["status"].(map[string]any)["phase"] = phase
-		// A TTL of ten years: the generated 720h from April would have
-		// expired them all, and the policy is what is tested here.
-		obj["spec"].(map[string]any)["ttl"] = (10 * 365 * 24 * time.Hour).String()
+		// The generated 720h from April would have expired them all.
+		obj["spec"].(map[string]any)["ttl"] = ttl.String()
 		delete(obj["status"].(map[string]any), "expiration")
 		meta, err := json.Marshal(obj)
 		require.NoError(e.t, err)
