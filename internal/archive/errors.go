@@ -14,6 +14,7 @@ var ErrHostile = errors.New("hostile or invalid backup tarball")
 // ErrHostile.
 var (
 	ErrUnsafePath     = errors.New("unsafe path")
+	ErrUnsafeName     = errors.New("control character in a name")
 	ErrEntryType      = errors.New("forbidden entry type")
 	ErrTooLarge       = errors.New("over size cap")
 	ErrTooManyEntries = errors.New("too many entries")

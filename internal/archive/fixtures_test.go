@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/archive"
 	"github.com/lethehq/lethe/internal/archive/archivetest"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 var update = flag.Bool("update", false, "rewrite the fixtures under testdata/")
@@ -40,6 +42,14 @@ func cmpOr(a, b string) string {
 const (
 	podPath = "resources/pods/namespaces/default/web-0.json"
 	podJSON = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-0","namespace":"default","labels":{"app":"web"}},"spec":{}}`
+)
+
+// Item paths with names that would drive a terminal.
+const (
+	escPath  = "resources/pods/namespaces/default/web\x1b[2J\x1b]52;c;ZXZpbA==\x07.json"
+	nlPath   = "resources/pods/namespaces/default/web\nlevel=INFO msg=FORGED.json"
+	bidiPath = "resources/pods/namespaces/de\u202efault/web-0.json"
+	c1Path   = "resources/persistentvolumes/cluster/pv\u009b31m.json"
 )
 
 var versionEntry = archivetest.Entry{Name: "metadata/version", Body: []byte("1.1.0\n")}
@@ -205,6 +215,14 @@ var hostileCases = []hostileCase{
 		item("resources/deployments.apps/namespaces/shop/api.json", deployJSON("v1", "api")),
 		item("resources/deployments.apps/v1beta1/namespaces/shop/api.json", deployJSON("v1", "api")))},
 		archive.Limits{}, archive.ErrMismatch, "resources/deployments.apps/v1beta1/namespaces/shop/api.json"},
+	{fixture{name: "escape-in-name", build: withVersion(archivetest.Gzip, item(escPath, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web\u001b[2J\u001b]52;c;ZXZpbA==\u0007","namespace":"default"}}`))},
+		archive.Limits{}, archive.ErrUnsafeName, escPath},
+	{fixture{name: "newline-in-name", build: withVersion(archivetest.Gzip, item(nlPath, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web\nlevel=INFO msg=FORGED","namespace":"default"}}`))},
+		archive.Limits{}, archive.ErrUnsafeName, nlPath},
+	{fixture{name: "bidi-in-namespace", build: withVersion(archivetest.Gzip, item(bidiPath, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-0","namespace":"de\u202efault"}}`))},
+		archive.Limits{}, archive.ErrUnsafeName, bidiPath},
+	{fixture{name: "c1-in-cluster-name", build: withVersion(archivetest.Gzip, item(c1Path, `{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pv\u009b31m"}}`))},
+		archive.Limits{}, archive.ErrUnsafeName, c1Path},
 	{fixture{name: "bad-layout", build: withVersion(archivetest.Gzip, item("resources/pods/default/web-0.json", podJSON))},
 		archive.Limits{}, archive.ErrLayout, "resources/pods/default/web-0.json"},
 	{fixture{name: "missing-version", build: entries(archivetest.Gzip, item(podPath, podJSON))},
@@ -254,9 +272,10 @@ func TestHostileTarballsAreRejected(t *testing.T) {
 			require.True(t, errors.As(err, &ae))
 			if tc.entry != "" {
 				require.Equal(t, tc.entry, ae.Entry)
-				require.Contains(t, err.Error(), `"`+tc.entry+`"`, "the message names the entry")
+				require.Contains(t, err.Error(), strconv.Quote(tc.entry), "the message names the entry, quoted")
 			}
 			require.NotContains(t, err.Error(), "\n", "one line")
+			require.True(t, termtext.Plain(err.Error()), "no raw control character in %q", err.Error())
 			t.Log(err)
 
 			// Reading item by item fails the same way, and stays failed.

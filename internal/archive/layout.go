@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // The tarball layout, format 1.x:
@@ -111,6 +113,21 @@ func parseItemPath(p string) (itemPath, string) {
 		}
 	}
 	return ip, ""
+}
+
+// controlInName says which part of an item's path holds a rune that no
+// Kubernetes name can (a control character, DEL, a bidi control, or a
+// byte that is not UTF-8), or "". Such a name would reach an operator's
+// terminal as an escape sequence, so the tarball is refused.
+func controlInName(ip itemPath) string {
+	for _, part := range [...]struct{ what, s string }{
+		{"item name", ip.name}, {"namespace", ip.namespace}, {"resource", ip.gr},
+	} {
+		if r, bad := termtext.Control(part.s); bad {
+			return part.what + " " + strconv.Quote(part.s) + " holds " + termtext.Describe(r) + ", which no Kubernetes name can"
+		}
+	}
+	return ""
 }
 
 // isDNSLabel reports whether s is a DNS-1035 label, the rule for Kubernetes

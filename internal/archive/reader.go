@@ -345,6 +345,9 @@ func (r *Reader) readItem(name string, hdr *tarHeader) (*Item, error) {
 	if why != "" {
 		return nil, newErr(hdr.Name, ErrLayout, why)
 	}
+	if why := controlInName(ip); why != "" {
+		return nil, newErr(hdr.Name, ErrUnsafeName, why)
+	}
 	gi := r.grs[ip.gr]
 	if gi == nil {
 		if len(r.grs) >= maxResourceTypes {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // NotFoundError says that no resource has the key: it never existed, or it
@@ -21,7 +22,7 @@ type NotFoundError struct {
 func (e *NotFoundError) Error() string {
 	if e.Purged != nil {
 		return fmt.Sprintf("%s was purged at %s by %s", describeKey(e.Key),
-			e.Purged.PurgedAt.Local().Format(time.RFC3339), e.Purged.Actor)
+			e.Purged.PurgedAt.Local().Format(time.RFC3339), termtext.Quote(e.Purged.Actor))
 	}
 	return describeKey(e.Key) + " not found"
 }
@@ -40,7 +41,7 @@ func describeKey(k catalog.Key) string {
 	if k.Namespace != "" {
 		name = k.Namespace + "/" + k.Name
 	}
-	return fmt.Sprintf("%s %q", kind, name)
+	return fmt.Sprintf("%s %q", termtext.Quote(kind), name)
 }
 
 // Reader is what Get reads from the catalog: a resource, or the tombstone

@@ -12,6 +12,7 @@ import (
 	"github.com/lethehq/lethe/internal/apply"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/gc"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newApplyCmd(a *app) *cobra.Command {
@@ -149,7 +150,7 @@ func printApply(a *app, format string, res *apply.Result) error {
 		if c.Reason != "" {
 			detail = append(detail, c.Reason)
 		}
-		t.row(string(c.Action), c.Kind, dash(c.Namespace), c.Name, dash(strings.Join(detail, "; ")))
+		t.row(string(c.Action), termtext.Quote(c.Kind), termtext.Quote(dash(c.Namespace)), termtext.Quote(c.Name), termtext.Quote(dash(strings.Join(detail, "; "))))
 	}
 	if err := t.flush(); err != nil {
 		return err

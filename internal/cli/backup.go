@@ -18,6 +18,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/registry"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newBackupCmd(a *app) *cobra.Command {
@@ -126,7 +127,7 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 	if fi, err := f.Stat(); err != nil {
 		return err
 	} else if fi.IsDir() {
-		return fmt.Errorf("--from %s is a folder, not a tarball", req.Source)
+		return fmt.Errorf("--from %s is a folder, not a tarball", termtext.Quote(req.Source))
 	}
 	reg, err := a.registry(ctx)
 	if err != nil {
@@ -142,9 +143,9 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 		return err
 	}
 	b := res.Backup
-	fmt.Fprintf(a.s.Out, "backup %s created: %d items, %s, stored at %s\n", b.Name(), b.Spec.Items, humanBytes(b.Spec.Size), res.Location)
+	fmt.Fprintf(a.s.Out, "backup %s created: %d items, %s, stored at %s\n", termtext.Quote(b.Name()), b.Spec.Items, humanBytes(b.Spec.Size), termtext.Quote(res.Location))
 	if len(a.host.Plugins()) == 0 {
-		fmt.Fprintf(a.s.Err, "Warning: no plugins are installed in %s, so none is expected for this backup; its deletion will need --no-plugins.\n", a.g.pluginDir)
+		fmt.Fprintf(a.s.Err, "Warning: no plugins are installed in %s, so none is expected for this backup; its deletion will need --no-plugins.\n", termtext.Quote(a.g.pluginDir))
 	}
 	return nil
 }
@@ -312,7 +313,7 @@ func newBackupListCmd(a *app) *cobra.Command {
 					exp = "expired " + human(now.Sub(*v.Spec.ExpiresAt)) + " ago"
 				}
 			}
-			t.row(v.Name, v.phaseText(now), fmt.Sprint(v.Spec.Items), humanBytes(v.Spec.Size), human(now.Sub(v.CreatedAt)), exp)
+			t.row(termtext.Quote(v.Name), termtext.Quote(v.phaseText(now)), fmt.Sprint(v.Spec.Items), humanBytes(v.Spec.Size), human(now.Sub(v.CreatedAt)), exp)
 		}
 		return t.flush()
 	}
@@ -362,9 +363,9 @@ func newBackupGetCmd(a *app) *cobra.Command {
 func (a *app) printBackup(v *backupView) {
 	w := a.s.Out
 	now := time.Now()
-	fmt.Fprintf(w, "Name:       %s\n", v.Name)
-	fmt.Fprintf(w, "UID:        %s\n", v.UID)
-	fmt.Fprintf(w, "Phase:      %s\n", v.phaseText(now))
+	fmt.Fprintf(w, "Name:       %s\n", termtext.Quote(v.Name))
+	fmt.Fprintf(w, "UID:        %s\n", termtext.Quote(v.UID))
+	fmt.Fprintf(w, "Phase:      %s\n", termtext.Quote(v.phaseText(now)))
 	fmt.Fprintf(w, "Created:    %s (%s ago)\n", v.CreatedAt.Local().Format(time.RFC3339), human(now.Sub(v.CreatedAt)))
 	// Where the tarball is: in the recorded storage location, which
 	// deletion uses whatever --storage says now.
@@ -372,7 +373,7 @@ func (a *app) printBackup(v *backupView) {
 	if v.Spec.StorageLocation != "" {
 		tarball = v.Spec.StorageLocation + "/" + tarball
 	}
-	fmt.Fprintf(w, "Tarball:    %s (%d items, %s, sha256 %s)\n", tarball, v.Spec.Items, humanBytes(v.Spec.Size), shortDigest(v.Spec.Digest))
+	fmt.Fprintf(w, "Tarball:    %s (%d items, %s, sha256 %s)\n", termtext.Quote(tarball), v.Spec.Items, humanBytes(v.Spec.Size), termtext.Quote(shortDigest(v.Spec.Digest)))
 	switch {
 	case !v.Spec.ExpectedRecorded():
 		fmt.Fprintf(w, "Plugins:    expected plugins not recorded (registered by an older Lethe)\n")
@@ -381,7 +382,7 @@ func (a *app) printBackup(v *backupView) {
 	default:
 		var parts []string
 		for _, name := range slices.Sorted(maps.Keys(v.Spec.ExpectedPlugins)) {
-			parts = append(parts, fmt.Sprintf("%s (%d items)", name, v.Spec.ExpectedPlugins[name].Items))
+			parts = append(parts, fmt.Sprintf("%s (%d items)", termtext.Quote(name), v.Spec.ExpectedPlugins[name].Items))
 		}
 		fmt.Fprintf(w, "Plugins:    expected %s\n", strings.Join(parts, ", "))
 	}
@@ -389,25 +390,25 @@ func (a *app) printBackup(v *backupView) {
 		fmt.Fprintf(w, "Expires:    %s (TTL %s)\n", v.Spec.ExpiresAt.Local().Format(time.RFC3339), time.Duration(v.Spec.TTL))
 	}
 	if d, ok := v.Annotations[catalog.AnnotationDeletionDelay]; ok {
-		fmt.Fprintf(w, "Grace:      %s\n", d)
+		fmt.Fprintf(w, "Grace:      %s\n", termtext.Quote(d))
 	}
 	if len(v.Labels) > 0 {
 		fmt.Fprintf(w, "Labels:     %s\n", joinMap(v.Labels))
 	}
 	if vi := v.Spec.Velero; vi != nil {
-		fmt.Fprintf(w, "Velero:     phase %s, storage location %s, namespaces %s (from %s)\n", cmp.Or(vi.Phase, "-"),
-			cmp.Or(vi.StorageLocation, "-"), cmp.Or(strings.Join(vi.IncludedNamespaces, ","), "*"), vi.MetadataKey)
+		fmt.Fprintf(w, "Velero:     phase %s, storage location %s, namespaces %s (from %s)\n", termtext.Quote(cmp.Or(vi.Phase, "-")),
+			termtext.Quote(cmp.Or(vi.StorageLocation, "-")), cmp.Or(strings.Join(quoteAll(vi.IncludedNamespaces), ","), "*"), termtext.Quote(vi.MetadataKey))
 	}
 	if vs := v.Spec.VolumeSnapshots; vs != nil && vs.Key != "" {
-		fmt.Fprintf(w, "Snapshots:  %d native volume snapshots, items after the tarball's (from %s)\n", vs.Count, vs.Key)
+		fmt.Fprintf(w, "Snapshots:  %d native volume snapshots, items after the tarball's (from %s)\n", vs.Count, termtext.Quote(vs.Key))
 	}
 	if v.DueAt != nil {
-		fmt.Fprintf(w, "Deletion:   due %s; undo with: lethe backup undelete %s\n", v.DueAt.Local().Format(time.RFC3339), v.Name)
+		fmt.Fprintf(w, "Deletion:   due %s; undo with: lethe backup undelete %s\n", v.DueAt.Local().Format(time.RFC3339), termtext.Quote(v.Name))
 	}
 	if v.DeletingAt != nil {
-		fmt.Fprintf(w, "Deleting:   since %s; finalizers: %s\n", v.DeletingAt.Local().Format(time.RFC3339), cmp.Or(strings.Join(v.Finalizers, ", "), "none"))
+		fmt.Fprintf(w, "Deleting:   since %s; finalizers: %s\n", v.DeletingAt.Local().Format(time.RFC3339), cmp.Or(strings.Join(quoteAll(v.Finalizers), ", "), "none"))
 		if d := v.Status.Deletion; d != nil && len(d.WaitingFor) > 0 && !slices.Contains(v.Finalizers, catalog.FinalizerDeleteActions) {
-			fmt.Fprintf(w, "Waiting:    its items are settled; its purge waits for %s (lethe explain backup %s)\n", strings.Join(d.WaitingFor, "; "), v.Name)
+			fmt.Fprintf(w, "Waiting:    its items are settled; its purge waits for %s (lethe explain backup %s)\n", strings.Join(quoteAll(d.WaitingFor), "; "), termtext.Quote(v.Name))
 		}
 	}
 	if p := v.Progress; p != nil {
@@ -415,18 +416,18 @@ func (a *app) printBackup(v *backupView) {
 		t := newTable(w, "  PLUGIN", "DONE", "SKIPPED", "FAILED", "BLOCKED")
 		for _, name := range slices.Sorted(maps.Keys(p.Counts)) {
 			c := p.Counts[name]
-			t.row("  "+name, fmt.Sprint(c.Done), fmt.Sprint(c.Skipped), fmt.Sprint(c.Failed), fmt.Sprint(c.Blocked))
+			t.row("  "+termtext.Quote(name), fmt.Sprint(c.Done), fmt.Sprint(c.Skipped), fmt.Sprint(c.Failed), fmt.Sprint(c.Blocked))
 		}
 		_ = t.flush()
 	}
 	if len(v.Unsettled) > 0 {
-		fmt.Fprintf(w, "Unsettled items (%d); run 'lethe backup delete %s' again to retry them:\n", len(v.Unsettled), v.Name)
+		fmt.Fprintf(w, "Unsettled items (%d); run 'lethe backup delete %s' again to retry them:\n", len(v.Unsettled), termtext.Quote(v.Name))
 		for i, o := range v.Unsettled {
 			if i == 20 {
 				fmt.Fprintf(w, "  ... and %d more (-o json lists all)\n", len(v.Unsettled)-20)
 				break
 			}
-			fmt.Fprintf(w, "  %-7s %s  %s: %s (attempts %d)\n", o.Outcome, o.ItemKey, o.Plugin, o.Message, o.Attempts)
+			fmt.Fprintf(w, "  %s (attempts %d)\n", outcomeText(o), o.Attempts)
 		}
 	}
 	if rs := v.Retry; rs != nil {
@@ -437,7 +438,7 @@ func (a *app) printBackup(v *backupView) {
 		fmt.Fprintf(w, "Retry:      next attempt %s; %d waiting, %d running, %d discarded (lethe retry list)\n", next, rs.Waiting, rs.Running, rs.Discarded)
 	}
 	for _, c := range v.Conditions {
-		fmt.Fprintf(w, "Condition:  %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
+		fmt.Fprintf(w, "Condition:  %s\n", conditionText(c))
 	}
 }
 
@@ -466,12 +467,19 @@ func (a *app) retrySummary(ctx context.Context, uid string) (*retrySummary, erro
 	return s, nil
 }
 
+// joinMap shows labels or annotations: k=v,k=v, each pair quoted when
+// it is not plain text.
 func joinMap(m map[string]string) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, k+"="+m[k])
+		parts = append(parts, termtext.Quote(k+"="+m[k]))
 	}
 	return strings.Join(parts, ",")
+}
+
+// conditionText shows a condition: Type=Status Reason Message.
+func conditionText(c catalog.Condition) string {
+	return termtext.Quote(c.Type + "=" + c.Status + " " + c.Reason + " " + c.Message)
 }
 
 func shortDigest(d string) string {

@@ -19,6 +19,7 @@ import (
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/registry"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newBackupDeleteCmd(a *app) *cobra.Command {
@@ -181,12 +182,12 @@ plugin is installed, or live resources hold block references to the backup
 				if err != nil {
 					return err
 				}
-				q := fmt.Sprintf("--abandon purges backup %s even if items are still failed or blocked after this run", name)
+				q := fmt.Sprintf("--abandon purges backup %s even if items are still failed or blocked after this run", termtext.Quote(name))
 				if stuck {
-					q = fmt.Sprintf("Backup %s is stuck with %d failed or blocked items. --abandon retries them once, then purges it anyway", name, n)
+					q = fmt.Sprintf("Backup %s is stuck with %d failed or blocked items. --abandon retries them once, then purges it anyway", termtext.Quote(name), n)
 				}
 				if len(skipPlugins) > 0 {
-					q += ", and abandons every item of " + strings.Join(skipPlugins, ", ")
+					q += ", and abandons every item of " + strings.Join(quoteAll(skipPlugins), ", ")
 				}
 				q += ": whatever those items created outside may be left behind."
 				ok, err := a.confirmName(q, name)
@@ -200,11 +201,11 @@ plugin is installed, or live resources hold block references to the backup
 			}
 		case dryRun || !yes:
 			if a.s.InteractiveErr {
-				fmt.Fprintf(a.s.Err, "Reading backup %s to plan its deletion...\n", name)
+				fmt.Fprintf(a.s.Err, "Reading backup %s to plan its deletion...\n", termtext.Quote(name))
 			}
 			plan, err := del.Plan(ctx, name, opts)
 			if err != nil {
-				return err
+				return deleteError(err)
 			}
 			if dryRun {
 				cascadePlan, err := a.backupCascadePlan(ctx, name, prop)
@@ -222,11 +223,11 @@ plugin is installed, or live resources hold block references to the backup
 				return nil
 			}
 			if plan.Rejected != "" {
-				return errors.New(plan.Rejected)
+				return errors.New(termtext.Quote(plan.Rejected))
 			}
-			q := fmt.Sprintf("Delete backup %s (%d items, %s)?", name, plan.TotalItems, pluginSummary(plan))
+			q := fmt.Sprintf("Delete backup %s (%d items, %s)?", termtext.Quote(name), plan.TotalItems, pluginSummary(plan))
 			if plan.DueAt != nil {
-				q = fmt.Sprintf("Schedule the deletion of backup %s for %s?", name, plan.DueAt.Local().Format(time.RFC3339))
+				q = fmt.Sprintf("Schedule the deletion of backup %s for %s?", termtext.Quote(name), plan.DueAt.Local().Format(time.RFC3339))
 			}
 			ok, err := a.confirm(q)
 			if err != nil {
@@ -308,10 +309,11 @@ func (a *app) driveBackup(ctx context.Context, name, out string) error {
 func deleteError(err error) error {
 	var se *deletion.SkipPluginError
 	var be *deletion.BlockedError
+	var ue *deletion.UnfinishedError
 	switch {
 	case errors.As(err, &se):
 		return usageError{err}
-	case errors.As(err, &be):
+	case errors.As(err, &be), errors.As(err, &ue):
 		return exitCodeError{exitRefused, err}
 	}
 	return err
@@ -331,7 +333,7 @@ func (a *app) confirmName(question, name string) (bool, error) {
 	if !a.s.InteractiveIn {
 		return false, usageError{errors.New("refusing to abandon without confirmation: stdin is not a terminal; pass --yes")}
 	}
-	fmt.Fprintf(a.s.Err, "%s\nType the backup's name (%s) to confirm: ", question, name)
+	fmt.Fprintf(a.s.Err, "%s\nType the backup's name (%s) to confirm: ", question, termtext.Quote(name))
 	line, err := bufio.NewReader(a.s.In).ReadString('\n')
 	if err != nil && line == "" {
 		return false, nil
@@ -343,7 +345,7 @@ func pluginSummary(p *deletion.Plan) string {
 	var parts []string
 	for _, pp := range p.Plugins {
 		if pp.Items > 0 {
-			parts = append(parts, fmt.Sprintf("%s: %d", pp.Plugin, pp.Items))
+			parts = append(parts, fmt.Sprintf("%s: %d", termtext.Quote(pp.Plugin), pp.Items))
 		}
 	}
 	if len(parts) == 0 {
@@ -354,10 +356,10 @@ func pluginSummary(p *deletion.Plan) string {
 
 func (a *app) printPlan(p *deletion.Plan) {
 	w := a.s.Out
-	fmt.Fprintf(w, "Plan for deleting backup %s (dry run: nothing changes)\n", p.Backup)
-	fmt.Fprintf(w, "Phase:     %s\n", p.Phase)
+	fmt.Fprintf(w, "Plan for deleting backup %s (dry run: nothing changes)\n", termtext.Quote(p.Backup))
+	fmt.Fprintf(w, "Phase:     %s\n", termtext.Quote(string(p.Phase)))
 	if p.Rejected != "" {
-		fmt.Fprintf(w, "REJECTED:  %s\n", p.Rejected)
+		fmt.Fprintf(w, "REJECTED:  %s\n", termtext.Quote(p.Rejected))
 		fmt.Fprintln(w, "The deletion would stop before any plugin runs; nothing would change.")
 		return
 	}
@@ -367,13 +369,30 @@ func (a *app) printPlan(p *deletion.Plan) {
 	if ab := p.Abandon; ab != nil && ab.Tarball != "" {
 		// The abandon path past a missing or replaced tarball: one
 		// story, no plugin runs and the backup is purged.
-		fmt.Fprintf(w, "Tarball:   %s: %s\n", strings.ToUpper(ab.Tarball), ab.TarballError)
-		fmt.Fprintf(w, "ABANDON:   no plugin would run; the backup would be purged with %d of its %d items not settled "+
-			"(%d failed or blocked, %d never sent to a plugin), recorded in the audit log\n",
-			ab.Items, p.TotalItems, ab.FailedOrBlocked, ab.NotSent)
-		fmt.Fprintln(w, "Purged without running any plugin:")
+		fmt.Fprintf(w, "Tarball:   %s: %s\n", strings.ToUpper(ab.Tarball), termtext.Quote(ab.TarballError))
+		if ab.VolumeSnapshotsSent > 0 {
+			fmt.Fprintf(w, "Snapshots: %d native volume snapshots would still be sent to their plugins (their list is a file of its own):\n", ab.VolumeSnapshotsSent)
+			for _, pp := range p.Plugins {
+				if pp.Items > 0 {
+					samples := make([]string, len(pp.Samples))
+					for i, smp := range pp.Samples {
+						samples[i] = termtext.Quote(smp)
+					}
+					fmt.Fprintf(w, "  %-36s %8d items   e.g. %s\n", termtext.Quote(pp.Plugin), pp.Items, strings.Join(samples, ", "))
+				}
+			}
+			fmt.Fprintf(w, "ABANDON:   no plugin would get the tarball's items; the backup would be purged with %d of its %d items not settled "+
+				"(%d failed or blocked, %d never sent to a plugin), and any snapshot its plugin fails or blocks, recorded in the audit log\n",
+				ab.Items, p.TotalItems, ab.FailedOrBlocked, ab.NotSent)
+			fmt.Fprintln(w, "Purged after the snapshots are sent:")
+		} else {
+			fmt.Fprintf(w, "ABANDON:   no plugin would run; the backup would be purged with %d of its %d items not settled "+
+				"(%d failed or blocked, %d never sent to a plugin), recorded in the audit log\n",
+				ab.Items, p.TotalItems, ab.FailedOrBlocked, ab.NotSent)
+			fmt.Fprintln(w, "Purged without running any plugin:")
+		}
 		for _, s := range p.Purge {
-			fmt.Fprintf(w, "  %s\n", s)
+			fmt.Fprintf(w, "  %s\n", termtext.Quote(s))
 		}
 		return
 	}
@@ -391,9 +410,9 @@ func (a *app) printPlan(p *deletion.Plan) {
 		fmt.Fprintln(w, "  (none installed: items would be settled without any plugin)")
 	}
 	for _, pp := range p.Plugins {
-		fmt.Fprintf(w, "  %-36s %8d items   selector: %s\n", pp.Plugin, pp.Items, pp.Selector)
+		fmt.Fprintf(w, "  %-36s %8d items   selector: %s\n", termtext.Quote(pp.Plugin), pp.Items, termtext.Quote(pp.Selector))
 		for _, s := range pp.Samples {
-			fmt.Fprintf(w, "      e.g. %s\n", s)
+			fmt.Fprintf(w, "      e.g. %s\n", termtext.Quote(s))
 		}
 	}
 	if ab := p.Abandon; ab != nil && ab.Items == 0 {
@@ -408,42 +427,48 @@ func (a *app) printPlan(p *deletion.Plan) {
 		fmt.Fprintln(w, "Purged once every item is done or skipped:")
 	}
 	for _, s := range p.Purge {
-		fmt.Fprintf(w, "  %s\n", s)
+		fmt.Fprintf(w, "  %s\n", termtext.Quote(s))
 	}
 }
 
 func (a *app) printReport(r *deletion.Report) {
 	w := a.s.Out
+	b := termtext.Quote(r.Backup)
+	purged := strings.Join(quoteAll(r.Purged), " and ")
 	switch r.Result {
 	case deletion.ResultScheduled:
 		fmt.Fprintf(w, "backup %s: deletion scheduled for %s (in %s); undo with: lethe backup undelete %s\n",
-			r.Backup, r.DueAt.Local().Format(time.RFC3339), human(time.Until(r.DueAt)), r.Backup)
+			b, r.DueAt.Local().Format(time.RFC3339), human(time.Until(r.DueAt)), b)
 		return
 	case deletion.ResultQueued:
-		fmt.Fprintf(w, "backup %s: deletion requested; 'lethe server' will run it (follow with: lethe backup get %s)\n", r.Backup, r.Backup)
+		fmt.Fprintf(w, "backup %s: deletion requested; 'lethe server' will run it (follow with: lethe backup get %s)\n", b, b)
 		return
 	case deletion.ResultWaiting:
 		fmt.Fprintf(w, "backup %s: %d items settled; its purge waits for %s (lethe explain backup %s)\n",
-			r.Backup, r.TotalItems, strings.Join(r.WaitingFor, "; "), r.Backup)
+			b, r.TotalItems, strings.Join(quoteAll(r.WaitingFor), "; "), b)
 		return
 	}
 	if len(r.Counts) > 0 {
 		t := newTable(w, "PLUGIN", "DONE", "SKIPPED", "FAILED", "BLOCKED")
 		for _, name := range slices.Sorted(maps.Keys(r.Counts)) {
 			c := r.Counts[name]
-			t.row(name, fmt.Sprint(c.Done), fmt.Sprint(c.Skipped), fmt.Sprint(c.Failed), fmt.Sprint(c.Blocked))
+			t.row(termtext.Quote(name), fmt.Sprint(c.Done), fmt.Sprint(c.Skipped), fmt.Sprint(c.Failed), fmt.Sprint(c.Blocked))
 		}
 		_ = t.flush()
 	}
 	switch r.Result {
 	case deletion.ResultPurged:
 		if r.Forced && r.TarballProblem != "" {
-			fmt.Fprintf(w, "backup %s deleted, ABANDONING, without its plugins (its tarball was %s): %d of %d items not settled are abandoned "+
+			without := "without its plugins"
+			if r.SnapshotsSent > 0 {
+				without = fmt.Sprintf("its %d native volume snapshots sent to their plugins, its tarball's items to none", r.SnapshotsSent)
+			}
+			fmt.Fprintf(w, "backup %s deleted, ABANDONING, %s (its tarball was %s): %d of %d items not settled are abandoned "+
 				"(%d failed or blocked, %d never sent to a plugin; lethe audit --name %s); purged %s\n",
-				r.Backup, r.TarballProblem, r.UnsettledCount, r.TotalItems, int64(r.UnsettledCount)-r.NotSent, r.NotSent,
-				r.Backup, strings.Join(r.Purged, " and "))
+				b, without, termtext.Quote(r.TarballProblem), r.UnsettledCount, r.TotalItems, int64(r.UnsettledCount)-r.NotSent, r.NotSent,
+				b, purged)
 			for _, o := range r.Unsettled {
-				fmt.Fprintf(w, "  abandoned %-7s %s  %s: %s\n", o.Outcome, o.ItemKey, o.Plugin, o.Message)
+				fmt.Fprintf(w, "  abandoned %s\n", outcomeText(o))
 			}
 			return
 		}
@@ -453,28 +478,34 @@ func (a *app) printReport(r *deletion.Report) {
 				what = "the items of the skipped plugins are abandoned"
 			}
 			fmt.Fprintf(w, "backup %s deleted, ABANDONING: %s (lethe audit --name %s); purged %s\n",
-				r.Backup, what, r.Backup, strings.Join(r.Purged, " and "))
+				b, what, b, purged)
 			for _, name := range slices.Sorted(maps.Keys(r.Skipped)) {
-				fmt.Fprintf(w, "  abandoned %d items at skipped plugin %s, e.g. %s\n", r.Skipped[name].Items, name, strings.Join(r.Skipped[name].Samples, ", "))
+				fmt.Fprintf(w, "  abandoned %d items at skipped plugin %s, e.g. %s\n", r.Skipped[name].Items, termtext.Quote(name), strings.Join(quoteAll(r.Skipped[name].Samples), ", "))
 			}
 			for _, o := range r.Unsettled {
-				fmt.Fprintf(w, "  abandoned %-7s %s  %s: %s\n", o.Outcome, o.ItemKey, o.Plugin, o.Message)
+				fmt.Fprintf(w, "  abandoned %s\n", outcomeText(o))
 			}
 			return
 		}
-		fmt.Fprintf(w, "backup %s deleted: %d items; purged %s\n", r.Backup, r.TotalItems, strings.Join(r.Purged, " and "))
+		fmt.Fprintf(w, "backup %s deleted: %d items; purged %s\n", b, r.TotalItems, purged)
 	case deletion.ResultIncomplete:
 		fmt.Fprintf(w, "backup %s NOT deleted: %d of %d items are failed or blocked; the backup and its tarball stay.\n",
-			r.Backup, r.UnsettledCount, r.TotalItems)
+			b, r.UnsettledCount, r.TotalItems)
 		for _, o := range r.Unsettled {
-			fmt.Fprintf(w, "  %-7s %s  %s: %s\n", o.Outcome, o.ItemKey, o.Plugin, o.Message)
+			fmt.Fprintf(w, "  %s\n", outcomeText(o))
 		}
 		if r.UnsettledCount > len(r.Unsettled) {
-			fmt.Fprintf(w, "  ... and %d more (lethe backup get %s -o json)\n", r.UnsettledCount-len(r.Unsettled), r.Backup)
+			fmt.Fprintf(w, "  ... and %d more (lethe backup get %s -o json)\n", r.UnsettledCount-len(r.Unsettled), b)
 		}
-		fmt.Fprintf(w, "Fix the cause, then run 'lethe backup delete %s' again: only these items are retried.\n", r.Backup)
+		fmt.Fprintf(w, "Fix the cause, then run 'lethe backup delete %s' again: only these items are retried.\n", b)
 		fmt.Fprintf(w, "Meanwhile they wait in the retry queue, which 'lethe server' runs on a backoff: lethe retry list\n")
 	}
+}
+
+// outcomeText shows an unsettled item: outcome, item key, plugin and
+// message, as read back from the catalog.
+func outcomeText(o catalog.ItemOutcome) string {
+	return fmt.Sprintf("%-7s %s  %s: %s", termtext.Quote(o.Outcome), termtext.Quote(o.ItemKey), termtext.Quote(o.Plugin), termtext.Quote(o.Message))
 }
 
 // progress shows a bar on a terminal and plain lines elsewhere.
@@ -548,7 +579,7 @@ until the grace window ends, across restarts. Once a deletion is running
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.s.Out, "backup %s: scheduled deletion cancelled; it is Active again\n", args[0])
+			fmt.Fprintf(a.s.Out, "backup %s: scheduled deletion cancelled; it is Active again\n", termtext.Quote(args[0]))
 			if ttlCleared {
 				fmt.Fprintf(a.s.Out, "Its TTL had expired, so it was removed: the backup no longer expires.\n")
 			}

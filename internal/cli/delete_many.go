@@ -12,6 +12,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/gc"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // Kinds of the structured output of backup delete.
@@ -24,19 +25,22 @@ const (
 // reportView is the JSON and YAML shape of a deletion's report: camelCase,
 // with kind, and no zero times.
 type reportView struct {
-	Kind           string                           `json:"kind"`
-	Backup         string                           `json:"backup"`
-	Result         deletion.Result                  `json:"result"`
-	DueAt          *time.Time                       `json:"dueAt,omitempty"`
-	TotalItems     int64                            `json:"totalItems"`
-	Counts         map[string]catalog.OutcomeCount  `json:"counts,omitempty"`
-	Unsettled      []catalog.ItemOutcome            `json:"unsettled,omitempty"`
-	UnsettledCount int                              `json:"unsettledCount"`
-	NotSent        int64                            `json:"notSent,omitempty"`
-	TarballProblem string                           `json:"tarballProblem,omitempty"`
-	Purged         []string                         `json:"purged,omitempty"`
-	Forced         bool                             `json:"forced,omitempty"`
-	Skipped        map[string]backup.ExpectedPlugin `json:"skipped,omitempty"`
+	Kind           string                          `json:"kind"`
+	Backup         string                          `json:"backup"`
+	Result         deletion.Result                 `json:"result"`
+	DueAt          *time.Time                      `json:"dueAt,omitempty"`
+	TotalItems     int64                           `json:"totalItems"`
+	Counts         map[string]catalog.OutcomeCount `json:"counts,omitempty"`
+	Unsettled      []catalog.ItemOutcome           `json:"unsettled,omitempty"`
+	UnsettledCount int                             `json:"unsettledCount"`
+	NotSent        int64                           `json:"notSent,omitempty"`
+	TarballProblem string                          `json:"tarballProblem,omitempty"`
+	// VolumeSnapshotsSent counts the native volume snapshots sent to
+	// their plugins although the tarball was gone.
+	VolumeSnapshotsSent int64                            `json:"volumeSnapshotsSent,omitempty"`
+	Purged              []string                         `json:"purged,omitempty"`
+	Forced              bool                             `json:"forced,omitempty"`
+	Skipped             map[string]backup.ExpectedPlugin `json:"skipped,omitempty"`
 	// WaitingFor says what holds a backup whose result is "waiting": its
 	// items are settled, its cascade is not done.
 	WaitingFor []string `json:"waitingFor,omitempty"`
@@ -49,7 +53,8 @@ func newReportView(r *deletion.Report) *reportView {
 		Kind: kindDeletionReport, Backup: r.Backup, Result: r.Result, TotalItems: r.TotalItems,
 		Counts: r.Counts, Unsettled: r.Unsettled, UnsettledCount: r.UnsettledCount, NotSent: r.NotSent,
 		TarballProblem: r.TarballProblem, Purged: r.Purged, Forced: r.Forced, Skipped: r.Skipped,
-		WaitingFor: r.WaitingFor,
+		VolumeSnapshotsSent: r.SnapshotsSent,
+		WaitingFor:          r.WaitingFor,
 	}
 	if !r.DueAt.IsZero() {
 		due := r.DueAt
@@ -132,7 +137,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 	if !dryRun && !opts.Async {
 		for _, n := range names {
 			if err := del.Check(ctx, n, opts); err != nil {
-				return deleteError(fmt.Errorf("backup %s: %w", n, err))
+				return deleteError(fmt.Errorf("backup %s: %w", termtext.Quote(n), err))
 			}
 		}
 	}
@@ -145,7 +150,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		for _, n := range names {
 			p, err := del.Plan(ctx, n, opts)
 			if err != nil {
-				return fmt.Errorf("backup %s: %w", n, err)
+				return deleteError(fmt.Errorf("backup %s: %w", termtext.Quote(n), err))
 			}
 			plans = append(plans, p)
 			total += p.TotalItems
@@ -171,13 +176,13 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		var rejected []string
 		for _, p := range plans {
 			if p.Rejected != "" {
-				rejected = append(rejected, p.Backup+": "+p.Rejected)
+				rejected = append(rejected, termtext.Quote(p.Backup)+": "+termtext.Quote(p.Rejected))
 			}
 		}
 		if len(rejected) > 0 {
 			return errors.New("nothing deleted: " + strings.Join(rejected, "; "))
 		}
-		ok, err := a.confirm(fmt.Sprintf("Delete %d backups (%s; %d items in all)?", len(names), strings.Join(names, ", "), total))
+		ok, err := a.confirm(fmt.Sprintf("Delete %d backups (%s; %d items in all)?", len(names), strings.Join(quoteAll(names), ", "), total))
 		if err != nil {
 			return err
 		}
@@ -204,11 +209,11 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 			if ctx.Err() != nil {
 				return err
 			}
-			errs = append(errs, fmt.Errorf("backup %s: %w", n, deleteError(err)))
+			errs = append(errs, fmt.Errorf("backup %s: %w", termtext.Quote(n), deleteError(err)))
 			if out != "table" {
 				l.Items = append(l.Items, &reportView{Kind: kindDeletionReport, Backup: n, Error: err.Error()})
 			} else {
-				fmt.Fprintf(a.s.Err, "backup %s: %v\n", n, err)
+				fmt.Fprintf(a.s.Err, "backup %s: %s\n", termtext.Quote(n), termtext.Quote(err.Error()))
 			}
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/retry"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // exitCodeError carries the exit code of a refusal or a missing resource
@@ -215,7 +216,7 @@ block reference from outside the set changes nothing.`,
 			return a.printGCPlan(plan, *out)
 		}
 		if !yes {
-			ok, err := a.confirm(fmt.Sprintf("Delete %s (%s)?", k, planSummary(plan)))
+			ok, err := a.confirm(fmt.Sprintf("Delete %s (%s)?", keyText(k), planSummary(plan)))
 			if err != nil {
 				return err
 			}
@@ -271,7 +272,7 @@ func (a *app) deleteBackup(cmd *cobra.Command, k catalog.Key, prop gc.Propagatio
 func (a *app) driveGC(ctx context.Context, col *gc.Collector, k catalog.Key, uid, out string) error {
 	progress := func(int) {}
 	if a.s.InteractiveErr {
-		progress = func(n int) { fmt.Fprintf(a.s.Err, "\rcollecting %s: %d purged", k, n) }
+		progress = func(n int) { fmt.Fprintf(a.s.Err, "\rcollecting %s: %d purged", keyText(k), n) }
 	}
 	res, err := col.Drive(ctx, k, gc.DriveOptions{Progress: progress, UID: uid})
 	if a.s.InteractiveErr {
@@ -290,7 +291,7 @@ func (a *app) driveGC(ctx context.Context, col *gc.Collector, k catalog.Key, uid
 				return err
 			}
 		} else {
-			fmt.Fprintf(a.s.Out, "%s is stuck:\n", k)
+			fmt.Fprintf(a.s.Out, "%s is stuck:\n", keyText(k))
 			if err := gc.WriteTree(a.s.Out, e); err != nil {
 				return err
 			}
@@ -308,9 +309,9 @@ func (a *app) gcResult(k catalog.Key, result, note, out string) error {
 		}
 		return printStructured(a.s.Out, out, m)
 	}
-	line := k.String() + ": " + result
+	line := keyText(k) + ": " + result
 	if note != "" {
-		line += "; " + note
+		line += "; " + termtext.Quote(note)
 	}
 	fmt.Fprintln(a.s.Out, line)
 	return nil
@@ -330,14 +331,14 @@ func (a *app) printGCPlan(p *gc.Plan, out string) error {
 	if out != "table" {
 		return printStructured(a.s.Out, out, p)
 	}
-	fmt.Fprintf(a.s.Out, "Deleting %s (%s) would: %s. Nothing was changed.\n\n", p.Root, p.Propagation, planSummary(p))
+	fmt.Fprintf(a.s.Out, "Deleting %s (%s) would: %s. Nothing was changed.\n\n", keyText(p.Root), p.Propagation, planSummary(p))
 	t := newTable(a.s.Out, "ACTION", "RESOURCE", "PHASE", "PLUGINS", "WHY")
 	for _, e := range p.Entries {
-		plugins := strings.Join(e.Plugins, ",")
+		plugins := strings.Join(quoteAll(e.Plugins), ",")
 		if plugins == "" {
 			plugins = "-"
 		}
-		t.row(e.Action, e.Resource.String(), string(e.Phase), plugins, e.Reason)
+		t.row(e.Action, keyText(e.Resource), termtext.Quote(string(e.Phase)), plugins, termtext.Quote(e.Reason))
 	}
 	return t.flush()
 }
@@ -430,7 +431,7 @@ finalizer, a Lethe finalizer), 4 no such resource.`,
 		if err != nil {
 			return gcError(err)
 		}
-		fmt.Fprintf(a.s.Out, "%s: finalizer %s removed\n", k, args[2])
+		fmt.Fprintf(a.s.Out, "%s: finalizer %s removed\n", keyText(k), termtext.Quote(args[2]))
 		return nil
 	}
 	return c

@@ -10,6 +10,7 @@ import (
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/manifest"
 	"github.com/lethehq/lethe/internal/retry"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // fileDeleteResult is one resource's outcome of 'lethe delete -f', in the
@@ -38,7 +39,7 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 		}
 		k := d.Key()
 		if k.Kind == backup.Kind {
-			return usageError{fmt.Errorf("%s, document %d: delete backups by name (lethe delete backup %s), not with -f", d.Source, d.Index, k.Name)}
+			return usageError{fmt.Errorf("%s, document %d: delete backups by name (lethe delete backup %s), not with -f", termtext.Quote(d.Source), d.Index, termtext.Quote(k.Name))}
 		}
 		if !seen[k] {
 			seen[k] = true
@@ -158,9 +159,9 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 		}
 	} else {
 		for _, r := range list {
-			line := r.Resource.String() + ": " + r.Result
+			line := keyText(r.Resource) + ": " + r.Result
 			if r.Note != "" {
-				line += "; " + r.Note
+				line += "; " + termtext.Quote(r.Note)
 			}
 			fmt.Fprintln(a.s.Out, line)
 		}

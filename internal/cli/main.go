@@ -17,6 +17,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/termtext"
 	"golang.org/x/term"
 )
 
@@ -110,6 +111,11 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 	interrupted := errors.Is(err, deletion.ErrInterrupted)
 	msg := strings.TrimSpace(err.Error())
 	msg = strings.ReplaceAll(msg, "\n", " ")
+	// The sites that build errors quote what they name; an error that
+	// still carries a raw control (from a deeper layer) is quoted whole.
+	if !termtext.Plain(msg) {
+		msg = termtext.Quote(msg)
+	}
 	fmt.Fprintf(s.Err, "Error: %s\n", msg)
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(msg) {

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newMigrateCmd(a *app) *cobra.Command {
@@ -23,7 +24,7 @@ role, which opens a current schema without changing it.`,
 			if _, err := a.catalog(cmd.Context()); err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(a.s.Out, "catalog %s: every migration is applied; the schema is current\n", catalog.RedactURL(a.g.store))
+			_, err := fmt.Fprintf(a.s.Out, "catalog %s: every migration is applied; the schema is current\n", termtext.Quote(catalog.RedactURL(a.g.store)))
 			return err
 		},
 	}

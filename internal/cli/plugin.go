@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newPluginCmd(a *app) *cobra.Command {
@@ -94,27 +95,28 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		}
 		t := newTable(a.s.Out, "BINARY", "SHA256", "CHANGE")
 		for _, v := range views {
-			t.row(pluginhost.Quote(v.Binary), v.SHA256, v.Change)
+			t.row(termtext.Quote(v.Binary), v.SHA256, v.Change)
 		}
 		if err := t.flush(); err != nil {
 			return err
 		}
 		if dryRun {
-			fmt.Fprintf(a.s.Out, "dry run: %s not written\n", lockPath)
+			fmt.Fprintf(a.s.Out, "dry run: %s not written\n", termtext.Quote(lockPath))
 		} else {
-			fmt.Fprintf(a.s.Out, "wrote %s: %d binaries pinned\n", lockPath, len(next.Plugins))
+			fmt.Fprintf(a.s.Out, "wrote %s: %d binaries pinned\n", termtext.Quote(lockPath), len(next.Plugins))
 		}
-		// The Velero plugin folder has a lock file of its own, in it.
+		// The Velero plugin folder has a lock file of its own
+		// (--velero-plugin-lock, default in that folder).
 		if _, err := os.Stat(a.g.veleroPluginDir); err == nil {
-			vlock := pluginhost.DefaultLockFile(a.g.veleroPluginDir)
+			vlock := a.g.veleroLockFile()
 			if dryRun {
-				fmt.Fprintf(a.s.Out, "dry run: %s (Velero plugins) not written\n", vlock)
+				fmt.Fprintf(a.s.Out, "dry run: %s (Velero plugins) not written\n", termtext.Quote(vlock))
 			} else {
 				vl, err := pluginhost.WriteLock(a.g.veleroPluginDir, vlock)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.s.Out, "wrote %s: %d Velero plugin binaries pinned\n", vlock, len(vl.Plugins))
+				fmt.Fprintf(a.s.Out, "wrote %s: %d Velero plugin binaries pinned\n", termtext.Quote(vlock), len(vl.Plugins))
 			}
 		}
 		return nil
@@ -133,6 +135,9 @@ type pluginView struct {
 	MaxConcurrency  int    `json:"maxConcurrency"`
 	Checksum        string `json:"checksum"`
 	ChecksumStatus  string `json:"checksumStatus"`
+	// Unresolved are the selector's resource names that are no built-in
+	// Kubernetes resource (see pluginhost.ResolveSelector).
+	Unresolved []string `json:"unresolvedResources,omitempty"`
 }
 
 func newPluginListCmd(a *app) *cobra.Command {
@@ -147,7 +152,13 @@ A binary that is refused (not in the lock file, checksum mismatch, unsafe
 permissions, reserved or duplicate name, invalid version) or fails to start
 is reported on stderr, one line each, and the command exits non-zero; the
 other plugins are still listed. Names, versions and paths that are not
-plain text are shown quoted.`,
+plain text are shown quoted.
+
+A selector's resource names are resolved as Velero resolves them through
+discovery: plural, singular and short names ("cm", "svc", "deploy", …),
+with or without the group, for Kubernetes' built-in resources. A name that
+is none of them selects only the tarball folder resources/<name>/ (a custom
+resource) and gets a warning on stderr.`,
 		Example: `  lethe plugin list
   lethe plugin list -o json`,
 		Args: exactArgs(0, ""),
@@ -167,12 +178,17 @@ plain text are shown quoted.`,
 				Kind: "Plugin",
 				Name: in.Name, Binary: in.Binary, ProtocolVersion: in.ProtocolVersion, Protocol: in.Protocol, Version: in.Version,
 				Selector: in.Selector.String(), MaxConcurrency: in.MaxConcurrency,
-				Checksum: in.Checksum, ChecksumStatus: in.ChecksumStatus,
+				Checksum: in.Checksum, ChecksumStatus: in.ChecksumStatus, Unresolved: in.Unresolved,
 			})
+			for _, n := range in.Unresolved {
+				fmt.Fprintf(a.s.Err, "warning: plugin %s selects resource %s, which is no built-in Kubernetes resource: "+
+					"it selects only the items of a tarball folder resources/%s/ (a custom resource's plural name, with or without its group)\n",
+					pluginhost.Quote(in.Name), pluginhost.Quote(n), pluginhost.Quote(strings.ToLower(n)))
+			}
 		}
 		problems := h.Problems()
 		for _, p := range problems {
-			fmt.Fprintf(a.s.Err, "refused: %s: %s\n", pluginhost.Quote(p.Binary), oneLineErr(p.Err))
+			fmt.Fprintf(a.s.Err, "refused: %s: %s\n", termtext.Quote(p.Binary), termtext.Quote(oneLineErr(p.Err)))
 		}
 		var refused error
 		if len(problems) > 0 {
@@ -185,7 +201,7 @@ plain text are shown quoted.`,
 			return refused
 		}
 		if len(views) == 0 && refused == nil {
-			fmt.Fprintf(a.s.Out, "No plugins in %s. Copy plugin binaries there (see docs/plugin-authoring.md).\n", a.g.pluginDir)
+			fmt.Fprintf(a.s.Out, "No plugins in %s. Copy plugin binaries there (see docs/plugin-authoring.md).\n", termtext.Quote(a.g.pluginDir))
 			return nil
 		}
 		if len(views) == 0 {
@@ -196,7 +212,7 @@ plain text are shown quoted.`,
 			// Everything here came from a plugin or the file system:
 			// quoted when it is not plain text, so an escape sequence can
 			// not hide or rewrite a line.
-			t.row(pluginhost.Quote(v.Name), pluginhost.Quote(v.Version), v.Protocol+"/"+fmt.Sprint(v.ProtocolVersion), pluginhost.Quote(v.Selector), v.ChecksumStatus+" "+shortDigest(v.Checksum), pluginhost.Quote(v.Binary))
+			t.row(termtext.Quote(v.Name), termtext.Quote(v.Version), v.Protocol+"/"+fmt.Sprint(v.ProtocolVersion), termtext.Quote(v.Selector), v.ChecksumStatus+" "+shortDigest(v.Checksum), termtext.Quote(v.Binary))
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/gc"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // kindName turns what a user types ("backups", "backup", "Backup") into a
@@ -83,13 +84,14 @@ full (-o yaml or json for everything, including spec and status).`,
 			return printStructured(a.s.Out, *out, items)
 		}
 		if len(items) == 0 {
-			fmt.Fprintf(a.s.Out, "No %s resources.\n", kind)
+			fmt.Fprintf(a.s.Out, "No %s resources.\n", termtext.Quote(kind))
 			return nil
 		}
 		now := time.Now()
 		t := newTable(a.s.Out, "NAMESPACE", "NAME", "PHASE", "OWNERS", "FINALIZERS", "AGE")
 		for _, r := range items {
-			t.row(dash(r.Namespace), r.Name, string(r.Phase)+blockingConditions(r.Conditions), fmt.Sprint(len(r.Owners)), dash(strings.Join(r.Finalizers, ",")), human(now.Sub(r.CreatedAt)))
+			t.row(termtext.Quote(dash(r.Namespace)), termtext.Quote(r.Name), termtext.Quote(string(r.Phase)+blockingConditions(r.Conditions)), fmt.Sprint(len(r.Owners)),
+				dash(strings.Join(quoteAll(r.Finalizers), ",")), human(now.Sub(r.CreatedAt)))
 		}
 		return t.flush()
 	}
@@ -256,13 +258,13 @@ when its target is deleted); and its recent audit entries.`,
 		}
 		w := a.s.Out
 		now := time.Now()
-		fmt.Fprintf(w, "Kind:        %s\n", r.Kind)
+		fmt.Fprintf(w, "Kind:        %s\n", termtext.Quote(r.Kind))
 		if r.Namespace != "" {
-			fmt.Fprintf(w, "Namespace:   %s\n", r.Namespace)
+			fmt.Fprintf(w, "Namespace:   %s\n", termtext.Quote(r.Namespace))
 		}
-		fmt.Fprintf(w, "Name:        %s\n", r.Name)
-		fmt.Fprintf(w, "UID:         %s\n", r.UID)
-		fmt.Fprintf(w, "Phase:       %s\n", r.Phase)
+		fmt.Fprintf(w, "Name:        %s\n", termtext.Quote(r.Name))
+		fmt.Fprintf(w, "UID:         %s\n", termtext.Quote(r.UID))
+		fmt.Fprintf(w, "Phase:       %s\n", termtext.Quote(string(r.Phase)))
 		fmt.Fprintf(w, "Version:     %d\n", r.ResourceVersion)
 		fmt.Fprintf(w, "Created:     %s (%s ago)\n", r.CreatedAt.Local().Format(time.RFC3339), human(now.Sub(r.CreatedAt)))
 		if len(r.Labels) > 0 {
@@ -275,9 +277,9 @@ when its target is deleted); and its recent audit entries.`,
 			fmt.Fprintf(w, "Deletion:    scheduled for %s (in %s)\n", r.DeletionDueAt.Local().Format(time.RFC3339), human(r.DeletionDueAt.Sub(now)))
 		}
 		if r.DeletionTimestamp != nil {
-			fmt.Fprintf(w, "Deleting:    since %s, propagation %s\n", r.DeletionTimestamp.Local().Format(time.RFC3339), dash(string(r.PropagationPolicy)))
+			fmt.Fprintf(w, "Deleting:    since %s, propagation %s\n", r.DeletionTimestamp.Local().Format(time.RFC3339), termtext.Quote(dash(string(r.PropagationPolicy))))
 		}
-		fmt.Fprintf(w, "Finalizers:  %s\n", dash(strings.Join(r.Finalizers, ", ")))
+		fmt.Fprintf(w, "Finalizers:  %s\n", dash(strings.Join(quoteAll(r.Finalizers), ", ")))
 		fmt.Fprintln(w, "Owners:")
 		if len(r.Owners) == 0 {
 			fmt.Fprintln(w, "  (none)")
@@ -287,39 +289,39 @@ when its target is deleted); and its recent audit entries.`,
 			if o.BlockOwnerDeletion {
 				block = " (blocks owner deletion)"
 			}
-			fmt.Fprintf(w, "  %s/%s %s%s\n", o.Kind, o.Name, o.UID, block)
+			fmt.Fprintf(w, "  %s %s%s\n", termtext.Quote(o.Kind+"/"+o.Name), termtext.Quote(o.UID), block)
 		}
 		fmt.Fprintln(w, "Dependents:")
 		if len(deps)+len(refs) == 0 {
 			fmt.Fprintln(w, "  (none)")
 		}
 		for _, d := range deps {
-			fmt.Fprintf(w, "  %s  owned, %s\n", d.Key(), d.Phase)
+			fmt.Fprintf(w, "  %s  owned, %s\n", keyText(d.Key()), termtext.Quote(string(d.Phase)))
 		}
 		for _, d := range refs {
-			fmt.Fprintf(w, "  %s  references it (onTargetDelete=%s), %s\n", d.Key(), referencePolicy(d, r), d.Phase)
+			fmt.Fprintf(w, "  %s  references it (onTargetDelete=%s), %s\n", keyText(d.Key()), termtext.Quote(referencePolicy(d, r)), termtext.Quote(string(d.Phase)))
 		}
 		fmt.Fprintln(w, "References:")
 		if len(myRefs) == 0 {
 			fmt.Fprintln(w, "  (none)")
 		}
 		for _, ref := range myRefs {
-			state := "target " + string(ref.TargetPhase)
+			state := "target " + termtext.Quote(string(ref.TargetPhase))
 			if ref.Dangling {
 				state = "dangling (target gone)"
 			}
-			fmt.Fprintf(w, "  %s  onTargetDelete=%s, %s\n", catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}, ref.OnTargetDelete, state)
+			fmt.Fprintf(w, "  %s  onTargetDelete=%s, %s\n", keyText(catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}), termtext.Quote(string(ref.OnTargetDelete)), state)
 		}
 		fmt.Fprintln(w, "Conditions:")
 		if len(r.Conditions) == 0 {
 			fmt.Fprintln(w, "  (none)")
 		}
 		for _, c := range r.Conditions {
-			fmt.Fprintf(w, "  %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
+			fmt.Fprintf(w, "  %s\n", conditionText(c))
 		}
 		fmt.Fprintln(w, "Recent audit:")
 		for _, e := range audit {
-			fmt.Fprintf(w, "  %s  %-16s %-10s %s\n", e.Time.Local().Format(time.RFC3339), e.Action, e.Actor, e.Reason)
+			fmt.Fprintf(w, "  %s  %-16s %-10s %s\n", e.Time.Local().Format(time.RFC3339), termtext.Quote(e.Action), termtext.Quote(e.Actor), termtext.Quote(e.Reason))
 		}
 		return nil
 	}
@@ -401,7 +403,7 @@ not, with the plugins' report for purged backups. The log is append-only.`,
 			if e.FromPhase != "" || e.ToPhase != "" {
 				phase = string(e.FromPhase) + "→" + string(e.ToPhase)
 			}
-			t.row(e.Time.Local().Format(time.RFC3339), e.Actor, e.Action, res, dash(phase), e.Reason)
+			t.row(e.Time.Local().Format(time.RFC3339), termtext.Quote(e.Actor), termtext.Quote(e.Action), termtext.Quote(res), termtext.Quote(dash(phase)), termtext.Quote(e.Reason))
 		}
 		return t.flush()
 	}

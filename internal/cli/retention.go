@@ -13,6 +13,7 @@ import (
 	"github.com/lethehq/lethe/internal/manifest"
 	"github.com/lethehq/lethe/internal/retention"
 	"github.com/lethehq/lethe/internal/retention/planner"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newRetentionCmd(a *app) *cobra.Command {
@@ -120,7 +121,7 @@ stderr.`,
 			}
 		}
 		for _, w := range doc.Warnings {
-			fmt.Fprintf(a.s.Err, "lethe: warning: %s\n", w)
+			fmt.Fprintf(a.s.Err, "lethe: warning: %s\n", termtext.Quote(w))
 		}
 		if *out != "table" {
 			return printStructured(a.s.Out, *out, doc)
@@ -133,7 +134,8 @@ stderr.`,
 func printRetentionPlan(a *app, doc retentionPlanJSON) error {
 	t := newTable(a.s.Out, "POLICY", "GROUP", "BACKUP", "CREATED", "PHASE", "ACTION", "REASONS")
 	for _, it := range doc.Items {
-		t.row(it.Policy, dash(it.Group), it.Backup, it.Created.Format(time.RFC3339), dash(it.Phase), it.Action, strings.Join(it.Reasons, "; "))
+		t.row(termtext.Quote(it.Policy), termtext.Quote(dash(it.Group)), termtext.Quote(it.Backup), it.Created.Format(time.RFC3339),
+			termtext.Quote(dash(it.Phase)), it.Action, termtext.Quote(strings.Join(it.Reasons, "; ")))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -143,7 +145,7 @@ func printRetentionPlan(a *app, doc retentionPlanJSON) error {
 		if p.Mode == manifest.ModeEnforce {
 			what = "mode enforce: 'lethe server' schedules the deletions"
 		}
-		if _, err := fmt.Fprintf(a.s.Out, "RetentionPolicy %s: keep %d, delete %d; %s.\n", p.Name, p.Keep, p.Delete, what); err != nil {
+		if _, err := fmt.Fprintf(a.s.Out, "RetentionPolicy %s: keep %d, delete %d; %s.\n", termtext.Quote(p.Name), p.Keep, p.Delete, what); err != nil {
 			return err
 		}
 	}
@@ -183,7 +185,7 @@ func (a *app) showEnforcePlans(ctx context.Context, st planner.Store, docs []*ma
 	}
 	res, err := planner.BuildWith(ctx, st, time.Now(), desired)
 	if err != nil {
-		fmt.Fprintf(a.s.Err, "lethe: warning: the plan of the policies switched to enforce could not be computed: %v\n", err)
+		fmt.Fprintf(a.s.Err, "lethe: warning: the plan of the policies switched to enforce could not be computed: %s\n", termtext.Quote(err.Error()))
 		return
 	}
 	for _, name := range switching {
@@ -197,7 +199,7 @@ func (a *app) showEnforcePlans(ctx context.Context, st planner.Store, docs []*ma
 				del = append(del, it.Backup)
 			}
 		}
-		fmt.Fprintf(a.s.Err, "lethe: RetentionPolicy %s switches to enforce: keep %d, delete %d", name, len(p.Plan.Items)-len(del), len(del))
+		fmt.Fprintf(a.s.Err, "lethe: RetentionPolicy %s switches to enforce: keep %d, delete %d", termtext.Quote(name), len(p.Plan.Items)-len(del), len(del))
 		const shown = 10
 		if len(del) > 0 {
 			more := ""
@@ -205,11 +207,11 @@ func (a *app) showEnforcePlans(ctx context.Context, st planner.Store, docs []*ma
 				more = fmt.Sprintf(" and %d more", len(del)-shown)
 				del = del[:shown]
 			}
-			fmt.Fprintf(a.s.Err, " (%s%s)", strings.Join(del, ", "), more)
+			fmt.Fprintf(a.s.Err, " (%s%s)", termtext.Quote(strings.Join(del, ", ")), more)
 		}
-		fmt.Fprintf(a.s.Err, "; 'lethe retention plan %s' shows every backup and why\n", name)
+		fmt.Fprintf(a.s.Err, "; 'lethe retention plan %s' shows every backup and why\n", termtext.Quote(name))
 		for _, w := range p.Plan.Warnings {
-			fmt.Fprintf(a.s.Err, "lethe: warning: %s\n", w)
+			fmt.Fprintf(a.s.Err, "lethe: warning: %s\n", termtext.Quote(w))
 		}
 	}
 }

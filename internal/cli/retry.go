@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,6 +19,7 @@ import (
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/retry"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // retryFlags configure the retry queue and its notifications.
@@ -293,8 +295,8 @@ func newRetryListCmd(a *app) *cobra.Command {
 		now := time.Now()
 		t := newTable(a.s.Out, "ID", "STATE", "KIND", "OWNER", "ITEM", "PLUGIN", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR")
 		for _, r := range rows {
-			t.row(strconv.FormatInt(r.ID, 10), string(r.State), r.Kind, r.Key, cmp.Or(r.ItemID, "-"), cmp.Or(r.Plugin, "-"),
-				strconv.Itoa(r.Attempts), nextText(r, now), oneLine(r.LastError, 60))
+			t.row(strconv.FormatInt(r.ID, 10), termtext.Quote(string(r.State)), termtext.Quote(r.Kind), termtext.Quote(r.Key), termtext.Quote(cmp.Or(r.ItemID, "-")),
+				termtext.Quote(cmp.Or(r.Plugin, "-")), strconv.Itoa(r.Attempts), termtext.Quote(nextText(r, now)), termtext.Quote(oneLine(r.LastError, 60)))
 		}
 		return t.flush()
 	}
@@ -325,10 +327,15 @@ func nextText(r *catalog.RetryRow, now time.Time) string {
 	return r.NextAttemptAt.Local().Format(time.RFC3339) + " (in " + human(r.NextAttemptAt.Sub(now)) + ")"
 }
 
+// oneLine cuts s to at most n bytes on one line, at a rune boundary.
 func oneLine(s string, n int) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) > n {
-		return s[:n-1] + "…"
+		cut := n - 1
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + "…"
 	}
 	return s
 }
@@ -371,20 +378,20 @@ func newRetryGetCmd(a *app) *cobra.Command {
 func (a *app) printRetry(r *catalog.RetryRow) {
 	w, now := a.s.Out, time.Now()
 	fmt.Fprintf(w, "ID:           %d\n", r.ID)
-	fmt.Fprintf(w, "State:        %s\n", r.State)
-	fmt.Fprintf(w, "Kind:         %s\n", r.Kind)
-	fmt.Fprintf(w, "Owner:        %s (uid %s)\n", r.Key, cmp.Or(r.OwnerUID, "-"))
-	fmt.Fprintf(w, "Item:         %s\n", cmp.Or(r.ItemID, "-"))
-	fmt.Fprintf(w, "Plugin:       %s\n", cmp.Or(r.Plugin, "-"))
+	fmt.Fprintf(w, "State:        %s\n", termtext.Quote(string(r.State)))
+	fmt.Fprintf(w, "Kind:         %s\n", termtext.Quote(r.Kind))
+	fmt.Fprintf(w, "Owner:        %s (uid %s)\n", termtext.Quote(r.Key), termtext.Quote(cmp.Or(r.OwnerUID, "-")))
+	fmt.Fprintf(w, "Item:         %s\n", termtext.Quote(cmp.Or(r.ItemID, "-")))
+	fmt.Fprintf(w, "Plugin:       %s\n", termtext.Quote(cmp.Or(r.Plugin, "-")))
 	fmt.Fprintf(w, "Attempts:     %d\n", r.Attempts)
-	fmt.Fprintf(w, "Next attempt: %s\n", nextText(r, now))
+	fmt.Fprintf(w, "Next attempt: %s\n", termtext.Quote(nextText(r, now)))
 	fmt.Fprintf(w, "First seen:   %s\n", r.FirstSeenAt.Local().Format(time.RFC3339))
-	fmt.Fprintf(w, "Last error:   %s\n", cmp.Or(r.LastError, "-"))
-	fmt.Fprintf(w, "Explain:      %s\n", retry.ExplainCommand(ownerOf(r.Key)))
+	fmt.Fprintf(w, "Last error:   %s\n", termtext.Quote(cmp.Or(r.LastError, "-")))
+	fmt.Fprintf(w, "Explain:      %s\n", termtext.Quote(retry.ExplainCommand(ownerOf(r.Key))))
 	fmt.Fprintln(w, "History:")
 	t := newTable(w, "  TIME", "OUTCOME", "DURATION", "MESSAGE")
 	for _, h := range r.History {
-		t.row("  "+h.Time.Local().Format(time.RFC3339), h.Outcome, h.Duration.Round(time.Millisecond).String(), oneLine(h.Message, 100))
+		t.row("  "+h.Time.Local().Format(time.RFC3339), termtext.Quote(h.Outcome), h.Duration.Round(time.Millisecond).String(), termtext.Quote(oneLine(h.Message, 100)))
 	}
 	_ = t.flush()
 	switch r.State {
@@ -539,7 +546,7 @@ func (a *app) retryAction(cmd *cobra.Command, args []string, all bool, state str
 		if r.Plugin != "" {
 			what += " at " + r.Plugin
 		}
-		fmt.Fprintf(a.s.Out, "retry row %d (%s) %s%s\n", r.ID, what, prefix, verb)
+		fmt.Fprintf(a.s.Out, "retry row %d (%s) %s%s\n", r.ID, termtext.Quote(what), prefix, verb)
 	}
 	if len(view.Items) == 0 {
 		fmt.Fprintln(a.s.Out, "nothing to do: no row matches")

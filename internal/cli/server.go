@@ -12,6 +12,7 @@ import (
 	"github.com/lethehq/lethe/internal/leader"
 	"github.com/lethehq/lethe/internal/retention/planner"
 	"github.com/lethehq/lethe/internal/server"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newServerCmd(a *app) *cobra.Command {
@@ -60,6 +61,11 @@ plan'): every --retention-interval and soon after backups or policies
 change, it schedules the deletions of their plans, with each policy's
 deletionDelay, audited as retention:<policy>.
 
+Every plugin it runs must be pinned in a lock file (lethe plugin lock): a
+plugin folder with binaries but no lock file fails the start, and a binary
+the lock does not list is refused. --require-plugin-lock=false turns this
+off, with a warning.
+
 It logs at info level unless told otherwise: one line when each deletion
 starts and one when it ends (counts by plugin, duration, what was purged).
 The first SIGINT or SIGTERM stops gracefully (progress is saved, the leader
@@ -87,6 +93,16 @@ lease is handed over); a second one aborts.`,
 			// A daemon says what it deletes at its default level.
 			if a.g.logLevel == "" && a.s.Getenv("LETHE_LOG_LEVEL") == "" {
 				a.g.logLevel = "info"
+			}
+			if err := a.init(); err != nil {
+				return err
+			}
+			// A daemon runs every plugin it runs pinned, unless told
+			// otherwise (and then says so).
+			if !a.g.trust.requireLockSet {
+				a.g.trust.requireLock = true
+			} else if !a.g.trust.requireLock {
+				a.log.Warn("--require-plugin-lock=false: plugins that no lock file pins will run; whoever can write the plugin folder can run code as Lethe")
 			}
 			// Bind the metrics address first: one taken fails here,
 			// before any plugin starts or any work is claimed.
@@ -140,7 +156,7 @@ lease is handed over); a second one aborts.`,
 				return err
 			}
 			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %d plugins, version %s, holder %q; Ctrl-C to stop\n",
-				catalog.RedactURL(a.g.store), a.blobs.URL(), len(a.host.Plugins()), Version, del.Holder())
+				termtext.Quote(catalog.RedactURL(a.g.store)), termtext.Quote(a.blobs.URL()), len(a.host.Plugins()), Version, del.Holder())
 			return srv.Run(ctx)
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/registry"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 func newBackupSyncCmd(a *app) *cobra.Command {
@@ -25,6 +26,13 @@ re-imports a backup whose deletion is scheduled or running, nor one that was
 purged (its tombstone remains): a deleted backup does not come back. Each
 tarball is validated before it is imported; a hostile one is reported and
 skipped.
+
+Of a backup the catalog already has, sync reads velero-backup.json again
+while Velero's phase is unfinished (New, InProgress, Finalizing, …) or when
+the file changed, and records the new phase and the file (action
+"updated"). Only a Completed, PartiallyFailed, Failed or FailedValidation
+backup can be deleted. A file that cannot be read changes nothing: the phase
+recorded stays, with a warning.
 
 Like create, sync records each imported backup's expected plugins, so it
 refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
@@ -50,7 +58,7 @@ refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 			return printStructured(a.s.Out, *out, results)
 		}
 		if len(results) == 0 {
-			fmt.Fprintf(a.s.Out, "No tarballs in %s.\n", a.blobs.URL())
+			fmt.Fprintf(a.s.Out, "No tarballs in %s.\n", termtext.Quote(a.blobs.URL()))
 			return nil
 		}
 		t := newTable(a.s.Out, "NAME", "ACTION", "ITEMS", "REASON")
@@ -61,7 +69,7 @@ refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 				// would hide why it was rejected, and it was not imported.
 				reason = strings.TrimPrefix(reason+"; warning: "+r.Warning, "; ")
 			}
-			t.row(r.Name, r.Action, fmt.Sprint(r.Items), reason)
+			t.row(termtext.Quote(r.Name), r.Action, fmt.Sprint(r.Items), termtext.Quote(reason))
 		}
 		return t.flush()
 	}

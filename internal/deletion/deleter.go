@@ -301,6 +301,11 @@ type Report struct {
 	// recorded were abandoned on a forced purge (their list is unusable;
 	// they count in NotSent). Empty otherwise.
 	SnapshotsProblem string `json:",omitempty"`
+	// SnapshotsSent counts the native volume snapshots sent to their
+	// plugins on a forced purge whose tarball is missing or replaced:
+	// their list is a file of its own, so they still reach their
+	// plugins, and only those not settled are abandoned.
+	SnapshotsSent int64 `json:",omitempty"`
 	// Purged lists what was purged, e.g. the tarball's URL and the record.
 	Purged []string
 	// Forced is set when the backup was purged with items unsettled
@@ -395,6 +400,9 @@ func (d *Deleter) Holder() string { return d.cfg.Holder }
 func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Report, error) {
 	b, err := d.get(ctx, name)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkFinished(b); err != nil {
 		return nil, err
 	}
 	if err := d.checkBlocked(ctx, b.Resource, opts); err != nil {

@@ -96,6 +96,7 @@ spec:
 	}
 	require.Len(t, del, 15)
 
+	e.ok("plugin", "lock") // lethe server runs pinned plugins only
 	srv := e.start("server", "--retention-interval", "1s", "--metrics-addr", freePort(t))
 	began := time.Now()
 	ph := e.waitPhases(srv, "the plan's 15 deletions scheduled", func(ph map[string]string) bool {
@@ -171,6 +172,7 @@ spec:
 	require.Len(t, plan.Warnings, 1)
 	require.Contains(t, plan.Warnings[0], "would delete 12 backups, maxDeletesPerRun is 3")
 
+	e.ok("plugin", "lock") // lethe server runs pinned plugins only
 	srv := e.start("server", "--retention-interval", "1h", "--metrics-addr", freePort(t))
 	e.waitPhases(srv, "three scheduled", func(ph map[string]string) bool {
 		n := 0
@@ -219,6 +221,7 @@ spec:
   keepLast: -1
   overrideTTL: true
 `))
+	e.ok("plugin", "lock") // lethe server runs pinned plugins only
 	srv := e.start("server", "--metrics-addr", freePort(t))
 	e.waitPhases(srv, "the expired backups of no overriding policy leave Active", func(ph map[string]string) bool {
 		return ph[other[0].Name] != "Active" && ph[other[1].Name] != "Active"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/retry"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // Explanation says why a resource is not gone yet. Its JSON form is a
@@ -235,7 +236,10 @@ func writeTree(w io.Writer, e *Explanation, first, rest string) error {
 	if e.Stuck {
 		mark = " [stuck]"
 	}
-	if _, err := fmt.Fprintf(w, "%s%s (%s)%s: %s\n", first, e.Resource, e.Phase, mark, e.Reason); err != nil {
+	// The resource, its phase and the reason (which names other
+	// resources, plugins and their messages) come from the catalog:
+	// quoted when they are not plain text.
+	if _, err := fmt.Fprintf(w, "%s%s (%s)%s: %s\n", first, termtext.Quote(e.Resource.String()), termtext.Quote(string(e.Phase)), mark, termtext.Quote(e.Reason)); err != nil {
 		return err
 	}
 	for i, ch := range e.WaitingFor {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/retry"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // claimBatch is how many due items one poll claims.
@@ -445,17 +446,22 @@ type FinalizeError struct {
 }
 
 func (e *FinalizeError) Error() string {
+	key, fin := termtext.Quote(e.Key.String()), termtext.Quote(e.Finalizer)
 	switch {
 	case errors.Is(e.Err, ErrReservedFinalizer):
-		return e.Key.String() + ": " + e.Finalizer + " is Lethe's own finalizer; Lethe removes it (see lethe explain)"
+		return key + ": " + fin + " is Lethe's own finalizer; Lethe removes it (see lethe explain)"
 	case errors.Is(e.Err, ErrNotDeleting):
-		return e.Key.String() + " is " + string(e.Phase) + ", not Deleting: finalizers are removed only during deletion"
+		return key + " is " + termtext.Quote(string(e.Phase)) + ", not Deleting: finalizers are removed only during deletion"
 	}
 	have := "none"
 	if len(e.Have) > 0 {
-		have = joinKeys(e.Have)
+		quoted := make([]string, len(e.Have))
+		for i, h := range e.Have {
+			quoted[i] = termtext.Quote(h)
+		}
+		have = joinKeys(quoted)
 	}
-	return e.Key.String() + " has no finalizer " + e.Finalizer + " (it has: " + have + ")"
+	return key + " has no finalizer " + fin + " (it has: " + have + ")"
 }
 
 func (e *FinalizeError) Unwrap() error { return e.Err }

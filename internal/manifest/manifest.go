@@ -24,6 +24,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // KindBundle is the kind of a bundle document (see Bundle).
@@ -146,13 +147,15 @@ func (e *Error) Error() string {
 	return strings.Join(strings.Fields(b.String()), " ")
 }
 
+// where names a document; the file name and kind/namespace/name are
+// quoted when they are not plain text.
 func where(source string, index int, doc string) string {
-	s := source
+	s := termtext.Quote(source)
 	if index > 0 {
 		s += fmt.Sprintf(", document %d", index)
 	}
 	if doc != "" && doc != "/" {
-		s += " (" + doc + ")"
+		s += " (" + termtext.Quote(doc) + ")"
 	}
 	return s
 }
@@ -176,6 +179,18 @@ func Load(path string, stdin io.Reader, lim Limits) ([]*Document, error) {
 	srcs, err := Read(path, stdin, lim)
 	if err != nil {
 		return nil, err
+	}
+	// Every source is prescanned before any is parsed: the bound of the
+	// whole input comes first.
+	total := 0
+	for _, src := range srcs {
+		n, err := prescan(src, lim)
+		if err != nil {
+			return nil, err
+		}
+		if total += n; total > lim.MaxTotalValues {
+			return nil, fmt.Errorf("%s: more than %d values together; apply fewer files at once", sourceName(path), lim.MaxTotalValues)
+		}
 	}
 	var out []*Document
 	for _, src := range srcs {
@@ -203,17 +218,17 @@ func sourceName(path string) string {
 
 // Parse decodes and validates the documents of one source.
 func Parse(src Source, lim Limits) ([]*Document, error) {
-	raws, err := decode(src, lim)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Document, 0, len(raws))
-	for _, r := range raws {
+	var out []*Document
+	err := decode(src, lim, func(r raw) error {
 		d, err := FromValue(src.Name, r.index, r.line, "", r.value)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -88,7 +88,11 @@ type Config struct {
 	// the bytes that were checked. Outside the plugin folder, it is safe
 	// from whoever may write that folder.
 	LockFile string
-	// RequireLock refuses to start without a lock file.
+	// RequireLock refuses to start without a lock file (and without the
+	// Velero plugins' one, when VeleroDir is set) when there are binaries
+	// to pin. Pinning is all or
+	// nothing in any case: while either lock file exists, the other must
+	// too, so that deleting one cannot let unpinned binaries run.
 	RequireLock bool
 
 	// PluginEnv is what the operator configures for each plugin binary,
@@ -130,7 +134,8 @@ type Config struct {
 	// DeleteItemAction plugin binaries, run beside Lethe's own (see
 	// velero.go) under the same rules: a missing folder is an error, a
 	// lock file (VeleroLockFile, default VeleroDir/lethe-plugins.lock)
-	// pins them, PluginEnv configures them by file name.
+	// pins them, PluginEnv configures them by file name. Keep
+	// VeleroLockFile out of VeleroDir, like LockFile.
 	VeleroDir      string
 	VeleroLockFile string
 }
@@ -297,16 +302,20 @@ func New(cfg *Config) (*Host, error) {
 	if h.lock, err = ReadLock(c.LockFile); err != nil {
 		return nil, err
 	}
-	if h.lock == nil && c.RequireLock {
-		return nil, fmt.Errorf("plugin lock file %s does not exist, and a lock is required: pin the plugins with `lethe plugin lock` first", Quote(c.LockFile))
-	}
 	entries, refused, err := listBinaries(c.Dir, c.LockFile)
 	if err != nil {
 		return nil, err
 	}
+	// A folder without binaries needs no lock: nothing would run unpinned.
+	if h.lock == nil && c.RequireLock && len(entries)+len(refused) > 0 {
+		return nil, fmt.Errorf("plugin lock file %s does not exist, and a lock is required: pin the plugins with `lethe plugin lock` first", Quote(c.LockFile))
+	}
 	vdir, err := h.listVelero()
 	if err != nil {
 		return nil, err
+	}
+	if h.lock == nil && vdir.lock != nil && len(entries)+len(refused) > 0 {
+		return nil, fmt.Errorf("plugin lock file %s does not exist, while %s pins the Velero plugins: every plugin is pinned or none; pin them all with `lethe plugin lock`", Quote(c.LockFile), Quote(c.VeleroLockFile))
 	}
 	installed := slices.Clone(entries)
 	installed = append(installed, vdir.installed...)
@@ -555,7 +564,8 @@ func (b *binary) describe(ctx context.Context, p *proc) ([]Info, error) {
 			continue
 		}
 		sel := selectorFromProto(resp.GetSelector())
-		m, err := sel.Compile()
+		resolved, unresolved := ResolveSelector(sel)
+		m, err := resolved.Compile()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("plugin %q (%s): %w", name, Quote(b.path), err))
 			continue
@@ -568,6 +578,7 @@ func (b *binary) describe(ctx context.Context, p *proc) ([]Info, error) {
 			Version:         d.GetVersion(),
 			Selector:        sel,
 			Matcher:         m,
+			Unresolved:      unresolved,
 			MaxConcurrency:  int(cmp.Or(d.GetMaxConcurrency(), uint32(plugin.DefaultMaxConcurrency))),
 			ChecksumStatus:  ChecksumUnlocked,
 		}

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // Problem is a plugin binary that discovery refused or could not start; its plugins are not loaded.
@@ -83,20 +83,6 @@ func (e *LockedBinaryMissingError) Error() string {
 }
 
 // Quote renders a name, a version or a path that came from a plugin or
-// from the file system for display: as is when it is plain printable text,
-// else Go-quoted, so that control characters and terminal escapes are
-// shown, never interpreted.
-func Quote(s string) string {
-	if !utf8.ValidString(s) {
-		return strconv.Quote(s)
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == '"' || r == '\\' || !strconv.IsPrint(r) && r != ' ' {
-			return strconv.Quote(s)
-		}
-	}
-	if s == "" {
-		return `""`
-	}
-	return s
-}
+// from the file system for display: it is termtext.Quote, the one quoting
+// rule of every text output.
+func Quote(s string) string { return termtext.Quote(s) }

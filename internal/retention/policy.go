@@ -9,22 +9,25 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/lethehq/lethe/internal/velero"
 )
 
 // Velero's finished phases: the only ones a policy ever deletes (DESIGN
 // §10: unfinished backups are never deleted). Every other phase, the empty
 // one and any phase Lethe does not know are unfinished.
 const (
-	PhaseCompleted        = "Completed"
-	PhasePartiallyFailed  = "PartiallyFailed"
-	PhaseFailed           = "Failed"
-	PhaseFailedValidation = "FailedValidation"
+	PhaseCompleted        = velero.PhaseCompleted
+	PhasePartiallyFailed  = velero.PhasePartiallyFailed
+	PhaseFailed           = velero.PhaseFailed
+	PhaseFailedValidation = velero.PhaseFailedValidation
 )
 
 var finishedPhases = []string{PhaseCompleted, PhasePartiallyFailed, PhaseFailed, PhaseFailedValidation}
 
-// Finished reports whether a backup in phase is finished.
-func Finished(phase string) bool { return slices.Contains(finishedPhases, phase) }
+// Finished reports whether a backup in phase is finished: Velero's rule
+// (velero.Finished), the one deletion and TTL follow.
+func Finished(phase string) bool { return velero.Finished(phase) }
 
 // FinishedPhases lists the finished phases, for messages.
 func FinishedPhases() []string { return slices.Clone(finishedPhases) }

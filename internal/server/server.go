@@ -6,7 +6,9 @@
 //     never run the same deletion at once;
 //   - one elected leader (internal/leader, a lease in the catalog) runs the
 //     singleton loops: TTL expiry, the grace-window timers, and the
-//     reconciliation that requeues stranded deletions;
+//     reconciliation that requeues stranded deletions. They run with a
+//     context fenced by the leader's term (catalog.WithLeaderFence), so the
+//     catalog refuses their writes once another replica leads;
 //   - idle replicas sleep until the next item is due and are woken at once
 //     by the catalog's wake-up hints (LISTEN/NOTIFY on PostgreSQL); a slow
 //     poll is only the safety net.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/lethehq/lethe/internal/termtext"
 	"github.com/lethehq/lethe/pkg/plugin"
 )
 
@@ -93,6 +94,9 @@ func ParseVolumeSnapshots(data []byte, key string) ([]SnapshotItem, error) {
 			return nil, fmt.Errorf("%s: entry %d: %w", key, i, err)
 		}
 		name := typed.Spec.PersistentVolumeName
+		if r, bad := termtext.Control(name); bad {
+			return nil, fmt.Errorf("%s: entry %d: persistentVolumeName %s holds %s, which no Kubernetes name can", key, i, strconv.Quote(name), termtext.Describe(r))
+		}
 		if name == "" || taken[name] || strings.ContainsAny(name, "/ \t\r\n") {
 			name = "snapshot-" + strconv.Itoa(i)
 		}

@@ -74,6 +74,12 @@ func TestParseBackup(t *testing.T) {
 		{"other name", `{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"other"}}`, `names the backup "other"`},
 		{"bad ttl", `{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"nightly"},"spec":{"ttl":"soon"}}`, "spec.ttl"},
 		{"huge", `"` + strings.Repeat("x", velero.MaxMetadataSize) + `"`, "larger than"},
+		{"escape in a namespace", `{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"nightly"},"spec":{"includedNamespaces":["shop","x\u001b]52;c;ZXZpbA==\u0007"]}}`,
+			`spec.includedNamespaces "x\x1b]52;c;ZXZpbA==\a" holds U+001B (a control character)`},
+		{"bidi in the storage location", `{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"nightly"},"spec":{"storageLocation":"de\u202efault"}}`,
+			`spec.storageLocation "de\u202efault" holds U+202E (a bidi control)`},
+		{"newline in the phase", `{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"nightly"},"status":{"phase":"Completed\nlevel=INFO"}}`,
+			`status.phase "Completed\nlevel=INFO" holds U+000A`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := velero.ParseBackup([]byte(tc.data), "nightly")
@@ -137,6 +143,11 @@ func TestParseVolumeSnapshots(t *testing.T) {
 	items, err = velero.ParseVolumeSnapshots(two, key)
 	require.NoError(t, err)
 	require.Equal(t, []string{"pv", "snapshot-1", "snapshot-2"}, []string{items[0].Name, items[1].Name, items[2].Name})
+
+	// A volume name that would drive a terminal refuses the list.
+	hostile := velerotest.VolumeSnapshotsFile([]map[string]any{{"spec": map[string]any{"persistentVolumeName": "pv\u009b2J"}}})
+	_, err = velero.ParseVolumeSnapshots(hostile, key)
+	require.ErrorContains(t, err, `persistentVolumeName "pv\u009b2J" holds U+009B (a control character)`)
 
 	for _, empty := range []string{"null\n", "[]\n"} {
 		items, err = velero.ParseVolumeSnapshots(gzipped(t, empty), key)

@@ -119,9 +119,9 @@ func FromResource(r *catalog.Resource) (retention.Backup, error) {
 	out := retention.Backup{Name: r.Name, Created: b.Created(), Phase: retention.PhaseCompleted, Labels: r.Labels}
 	if v := b.Spec.Velero; v != nil {
 		out.StorageLocation = v.StorageLocation
-		if v.MetadataKey != "" {
-			out.Phase = v.Phase
-		}
+	}
+	if phase, unfinished := b.Unfinished(); unfinished || phase != "" {
+		out.Phase = phase
 	}
 	return out, nil
 }

@@ -33,7 +33,7 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 		seen[k] = true
 	}
 	var out []*catalog.Resource
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // Lifecycle: Schedule, Undelete, Delete, RemoveFinalizer and Purge, the due
@@ -152,7 +153,7 @@ func (s *Store) Purge(ctx context.Context, k catalog.Key, opts catalog.PurgeOpti
 		return fmt.Errorf("%w: purge details are not valid JSON", catalog.ErrInvalid)
 	}
 	now := s.clock()
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}
@@ -261,7 +262,7 @@ func (s *Store) GetTombstone(ctx context.Context, k catalog.Key) (*catalog.Tombs
 	err := s.b.Reader().QueryRow(ctx, `SELECT doc FROM tombstones WHERE kind = $1 AND namespace = $2 AND name = $3
 ORDER BY purged_at DESC LIMIT 1`, k.Kind, k.Namespace, k.Name).Scan(&doc)
 	if errors.Is(err, ErrNoRows) {
-		return nil, fmt.Errorf("tombstone of %s: %w", k, catalog.ErrNotFound)
+		return nil, fmt.Errorf("tombstone of %s: %w", termtext.Quote(k.String()), catalog.ErrNotFound)
 	}
 	if err != nil {
 		return nil, s.mapErr(err)

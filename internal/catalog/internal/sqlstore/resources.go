@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // Resources: create, read, list and update. Phase changes are in lifecycle.go.
@@ -65,7 +66,7 @@ func (s *Store) CreateBatch(ctx context.Context, rs []*catalog.Resource) ([]*cat
 	var (
 		resRows, ownerRows, refRows, changeRows, auditRows [][]any
 	)
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		first, err := nextVersions(ctx, q, len(out))
 		if err != nil {
 			return err
@@ -133,7 +134,7 @@ func (s *Store) getOne(ctx context.Context, q Querier, what string, sql string, 
 	var doc string
 	if err := q.QueryRow(ctx, sql, args...).Scan(&doc); err != nil {
 		if errors.Is(err, ErrNoRows) {
-			return nil, fmt.Errorf("%s: %w", what, catalog.ErrNotFound)
+			return nil, fmt.Errorf("%s: %w", termtext.Quote(what), catalog.ErrNotFound)
 		}
 		return nil, s.mapErr(err)
 	}

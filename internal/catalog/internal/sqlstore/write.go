@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // The write path every resource write shares: the version counter, the
@@ -56,7 +57,7 @@ func (s *Store) lockAndGet(ctx context.Context, q Querier, n int, k catalog.Key)
 	case !got[0]:
 		return 0, nil, errors.New("catalog: the version counter row is missing")
 	case !got[1]:
-		return 0, nil, fmt.Errorf("%s: %w", k, catalog.ErrNotFound)
+		return 0, nil, fmt.Errorf("%s: %w", termtext.Quote(k.String()), catalog.ErrNotFound)
 	}
 	cur, err := decodeResource(doc)
 	return last - int64(n) + 1, cur, err
@@ -107,7 +108,7 @@ type mutation struct {
 func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, error) {
 	now := s.clock()
 	var out, cur *catalog.Resource
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}
