@@ -33,6 +33,10 @@ func scheduledByPolicy(ctx context.Context, st UndeleteCatalog, r *catalog.Resou
 			if !ok {
 				return "", nil
 			}
+			// The server's writes name the leader's term after the actor
+			// ("retention:nightly-gfs (leader term 3)"); a policy's name
+			// holds no space.
+			policy, _, _ = strings.Cut(policy, " ")
 			return policy, nil
 		}
 	}
