@@ -575,7 +575,7 @@ until the grace window ends, across restarts. Once a deletion is running
 			if err != nil {
 				return err
 			}
-			_, ttlCleared, err := deletion.Undelete(ctx, st, args[0], time.Now())
+			r, ttlCleared, err := deletion.Undelete(ctx, st, args[0], time.Now())
 			if err != nil {
 				return err
 			}
@@ -583,6 +583,7 @@ until the grace window ends, across restarts. Once a deletion is running
 			if ttlCleared {
 				fmt.Fprintf(a.s.Out, "Its TTL had expired, so it was removed: the backup no longer expires.\n")
 			}
+			printRetentionHold(a, r)
 			return nil
 		},
 	}

@@ -541,25 +541,39 @@ func Undelete(ctx context.Context, st UndeleteCatalog, name string, now time.Tim
 		if err != nil {
 			return nil, false, err
 		}
-		if b.Spec.ExpiresAt == nil || b.Spec.ExpiresAt.After(now) {
+		policy, err := scheduledByPolicy(ctx, st, r)
+		if err != nil {
+			return nil, false, err
+		}
+
+		expired := b.Spec.ExpiresAt != nil && !b.Spec.ExpiresAt.After(now)
+		if !expired && policy == "" {
 			r, err = st.Undelete(ctx, r.Key(), "undelete requested")
 			return r, false, err
 		}
-		b.Spec.ExpiresAt, b.Spec.TTL = nil, 0
-		if r.Annotations == nil {
-			r.Annotations = map[string]string{}
+		reason := "undelete requested"
+		if expired {
+			b.Spec.ExpiresAt, b.Spec.TTL = nil, 0
+			if r.Annotations == nil {
+				r.Annotations = map[string]string{}
+			}
+			r.Annotations[AnnotationTTLCleared] = now.UTC().Format(time.RFC3339)
+			if err := b.Encode(); err != nil {
+				return nil, false, err
+			}
+			reason += "; the expired TTL was removed"
 		}
-		r.Annotations[AnnotationTTLCleared] = now.UTC().Format(time.RFC3339)
-		if err := b.Encode(); err != nil {
-			return nil, false, err
+		if policy != "" {
+			holdFromPolicy(r, policy, now)
+			reason += "; held from RetentionPolicy " + policy + " (lethe.io/retain=true), which had scheduled it"
 		}
 		if _, err = st.Update(ctx, r); errors.Is(err, catalog.ErrConflict) {
 			continue
 		} else if err != nil {
 			return nil, false, err
 		}
-		r, err = st.Undelete(ctx, r.Key(), "undelete requested; the expired TTL was removed")
-		return r, true, err
+		r, err = st.Undelete(ctx, r.Key(), reason)
+		return r, expired, err
 	}
 	return nil, false, fmt.Errorf("backup %s: %w", name, catalog.ErrConflict)
 }

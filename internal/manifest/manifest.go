@@ -242,6 +242,11 @@ func FromValue(source string, index, line int, field string, v any) (*Document, 
 	if p.err != nil {
 		return nil, p.err
 	}
+	if d.Kind == KindRetentionPolicy {
+		if _, err := ParseRetentionPolicy(d); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
