@@ -179,3 +179,55 @@ func TestFailingResourcesDoNotStarveTheRest(t *testing.T) {
 	require.True(t, next.After(now), "waits (%s) while only failing resources are due", next.Sub(now))
 	require.LessOrEqual(t, next.Sub(now), time.Second, "and looks again within a second")
 }
+
+// undeleteAfterList is a gated store: right after the timers list the due
+// resources, it undeletes the ones named in undo, so that the undelete
+// lands between the timers' list and their write, every time.
+type undeleteAfterList struct {
+	catalog.Store
+	t    *testing.T
+	undo map[string]bool
+}
+
+func (u *undeleteAfterList) DueScheduled(ctx context.Context, at time.Time, n int) ([]*catalog.Resource, error) {
+	due, err := u.Store.DueScheduled(ctx, at, n)
+	for _, r := range due {
+		if u.undo[r.Name] {
+			_, uerr := u.Store.Undelete(catalog.WithActor(ctx, "operator"), r.Key(), "changed my mind")
+			require.NoError(u.t, uerr)
+		}
+	}
+	return due, err
+}
+
+// TestTimerLosesToAnUndeleteBetweenItsListAndItsWrite: for a kind without
+// a handler of its own (anything but a Backup), the timers move a resource
+// to Deleting only if it is still Scheduled when they write. An undelete
+// that lands after the timers listed it as due wins: the resource stays
+// Active, and the timers carry on with the rest of the batch.
+func TestTimerLosesToAnUndeleteBetweenItsListAndItsWrite(t *testing.T) {
+	ctx := context.Background()
+	clock := catalogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := openWithClock(t, clock.Now)
+	kept := create(t, st, "Widget", "kept")
+	gone := create(t, st, "Widget", "gone")
+	for _, k := range []catalog.Key{kept, gone} {
+		_, err := st.Schedule(catalog.WithActor(ctx, "t"), k, catalog.ScheduleOptions{Delay: time.Minute})
+		require.NoError(t, err)
+	}
+	clock.Advance(time.Hour) // both are due
+	gated := &undeleteAfterList{Store: st, t: t, undo: map[string]bool{"kept": true}}
+	tm, err := softdelete.New(&softdelete.Config{Store: gated, Now: clock.Now})
+	require.NoError(t, err)
+	next, err := tm.FireDue(ctx)
+	require.NoError(t, err)
+
+	r, err := st.Get(ctx, kept)
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseActive, r.Phase, "the undelete came after the list: it must win")
+	require.Nil(t, r.DeletionTimestamp)
+	r, err = st.Get(ctx, gone)
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseDeleting, r.Phase, "the timers did fire in this pass")
+	require.True(t, next.IsZero(), "nothing left to wait for: the lost race is not retried (next %v)", next)
+}
