@@ -9,7 +9,10 @@
 # Usage: mutants/sweep.sh [internal/pkg ...]   (default: every swept package)
 # SWEEP_TIMEOUT_COEFFICIENT (default 8): a mutant's test run may take this
 # many times the package's unmutated coverage run before it counts as timed
-# out. Exported LETHE_TEST_POSTGRES_URL reaches the tests, as in make test.
+# out. SWEEP_EXCLUDE: space-separated regexps of files (relative to the
+# package) not to mutate, recorded in the report (e.g. a file another branch
+# is rewriting). Exported LETHE_TEST_POSTGRES_URL reaches the tests, as in
+# make test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -21,6 +24,10 @@ if [ ${#pkgs[@]} -eq 0 ]; then
 fi
 coef=${SWEEP_TIMEOUT_COEFFICIENT:-8}
 gremlins=(go tool -modfile="$root/tools/gremlins/go.mod" gremlins)
+exclude=()
+for e in ${SWEEP_EXCLUDE:-}; do exclude+=(--exclude-files "$e"); done
+# Each mutant's test binary is linked afresh: without DWARF it links sooner.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w"
 
 for p in "${pkgs[@]}"; do
   p=${p#./}
@@ -36,11 +43,11 @@ for p in "${pkgs[@]}"; do
   # Mutators: gremlins' defaults (arithmetic, conditional boundaries and
   # negations, ++/--, negatives) plus && <-> ||, the shape of most rules.
   (cd "$p" && "${gremlins[@]}" unleash --workers 1 --timeout-coefficient "$coef" \
-    --invert-logical --output "$out.tmp")
+    --invert-logical "${exclude[@]}" --output "$out.tmp")
   mv "$out.tmp" "$out"
-  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\n' \
+  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\n' \
     "$(date -u +%Y-%m-%dT%H:%MZ)" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- "$p" || echo '+changes')" \
-    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" >"$root/mutants/sweep/$name.env"
+    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "${SWEEP_EXCLUDE:-}" >"$root/mutants/sweep/$name.env"
 done
 
 (cd tools/gremlins && go run ./sweepreport -root "$root" -out "$root/docs/mutation-sweep.md")

@@ -102,6 +102,9 @@ func run(root, out string) error {
 		}
 		swept := strings.TrimSpace(fmt.Sprintf("%s at %s, %ss, timeout ×%s, PostgreSQL %s",
 			env["date"], env["commit"], env["seconds"], env["coefficient"], env["postgres"]))
+		if ex := strings.TrimSpace(env["excluded"]); ex != "" {
+			swept += "; **files not swept:** `" + strings.Join(strings.Fields(ex), "`, `") + "`"
+		}
 		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %d | %d | %s | %s |\n", pkg, killed, lived,
 			count["NOT COVERED"], count["TIMED OUT"], count["NOT VIABLE"], eff, swept)
 
