@@ -22,6 +22,7 @@ if [ ${#pkgs[@]} -eq 0 ]; then
   pkgs=(internal/gc internal/retry internal/softdelete internal/apply internal/leader
         internal/deletion internal/velero internal/manifest internal/catalog)
 fi
+mkdir -p mutants/sweep
 coef=${SWEEP_TIMEOUT_COEFFICIENT:-8}
 gremlins=(go tool -modfile="$root/tools/gremlins/go.mod" gremlins)
 exclude=()
