@@ -231,3 +231,49 @@ func TestTimerLosesToAnUndeleteBetweenItsListAndItsWrite(t *testing.T) {
 	require.Equal(t, catalog.PhaseDeleting, r.Phase, "the timers did fire in this pass")
 	require.True(t, next.IsZero(), "nothing left to wait for: the lost race is not retried (next %v)", next)
 }
+
+// flakyFeed fails the first Watch, as a change feed that drops does.
+type flakyFeed struct {
+	catalog.Store
+	failed atomic.Bool
+}
+
+func (f *flakyFeed) Watch(ctx context.Context, opts catalog.WatchOptions) (catalog.Subscription, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("feed dropped")
+	}
+	return f.Store.Watch(ctx, opts)
+}
+
+// TestTimersOutliveAChangeFeedError: a failing change feed restarts the
+// timers' session; it never stops them, so a resource whose delay ends
+// is still moved on.
+func TestTimersOutliveAChangeFeedError(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := open(t)
+	k := create(t, st, "Widget", "w")
+	_, err := st.Schedule(catalog.WithActor(ctx, "t"), k, catalog.ScheduleOptions{Delay: time.Millisecond})
+	require.NoError(t, err)
+	fired := make(chan string, 1)
+	tm, err := softdelete.New(&softdelete.Config{Store: &flakyFeed{Store: st}, Handlers: map[string]softdelete.Handler{
+		"Widget": func(ctx context.Context, r *catalog.Resource) error {
+			fired <- r.Name
+			_, err := st.Delete(catalog.WithActor(ctx, "test"), r.Key(), catalog.DeleteOptions{})
+			return err
+		},
+	}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- tm.Run(ctx) }()
+	select {
+	case name := <-fired:
+		require.Equal(t, "w", name)
+	case err := <-done:
+		t.Fatalf("the timers stopped after a change feed error (Run returned %v)", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the timers did not restart after a change feed error")
+	}
+	cancel()
+	require.NoError(t, <-done)
+}
