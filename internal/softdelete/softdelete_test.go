@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -274,6 +275,49 @@ func TestTimersOutliveAChangeFeedError(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the timers did not restart after a change feed error")
 	}
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// TestTimersAreNotWokenByChangesThatScheduleNothing: no periodic scans.
+// Creating and changing resources that are not Scheduled does not wake
+// the timers; only a resource newly Scheduled does, once.
+func TestTimersAreNotWokenByChangesThatScheduleNothing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := catalogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := openWithClock(t, clock.Now)
+	tm, err := softdelete.New(&softdelete.Config{Store: st, Now: clock.Now})
+	require.NoError(t, err)
+	sleeps := make(chan time.Duration, 100)
+	softdelete.SetTestSignals(tm, func(d time.Duration) { sleeps <- d }, make(chan time.Time))
+	done := make(chan error, 1)
+	go func() { done <- tm.Run(ctx) }()
+	sleepsFor := func(d time.Duration) {
+		t.Helper()
+		for got := range sleeps {
+			if got == d {
+				return
+			}
+		}
+	}
+	sleepsFor(softdelete.SafetyScanDefault)
+	before := st.due.Load()
+
+	for i := range 20 {
+		r, err := st.Create(ctx, &catalog.Resource{Kind: "Widget", Name: fmt.Sprintf("quiet-%02d", i)})
+		require.NoError(t, err)
+		r.Labels = map[string]string{"touched": "yes"}
+		_, err = st.Update(ctx, r)
+		require.NoError(t, err)
+	}
+	// The feed is ordered: once the timers sleep for this one, every
+	// change above has been seen.
+	k := create(t, st, "Widget", "scheduled")
+	_, err = st.Schedule(catalog.WithActor(ctx, "t"), k, catalog.ScheduleOptions{Delay: 10 * time.Minute})
+	require.NoError(t, err)
+	sleepsFor(10 * time.Minute) // below the safety scan's 15 minutes
+	assert.Equal(t, int32(1), st.due.Load()-before, "one look, for the newly scheduled resource; none for the 40 other changes")
 	cancel()
 	require.NoError(t, <-done)
 }
