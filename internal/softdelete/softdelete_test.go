@@ -48,6 +48,48 @@ func openWithClock(t *testing.T, now func() time.Time) *countingStore {
 	return &countingStore{Store: st}
 }
 
+// patience bounds every wait of these tests on the timers' loop: a loop
+// that is broken fails the test instead of hanging it.
+const patience = 15 * time.Second
+
+// receive waits for a value from ch, for at most patience.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(patience):
+		t.Fatalf("waited %s for %s", patience, what)
+	}
+	panic("unreachable")
+}
+
+// send hands v to the loop, for at most patience.
+func send[T any](t *testing.T, ch chan<- T, v T) {
+	t.Helper()
+	select {
+	case ch <- v:
+	case <-time.After(patience):
+		t.Fatalf("the loop did not take a wake-up within %s", patience)
+	}
+}
+
+// sleepsFor waits until the loop sleeps for exactly d.
+func sleepsFor(t *testing.T, sleeps <-chan time.Duration, d time.Duration) {
+	t.Helper()
+	deadline := time.After(patience)
+	for {
+		select {
+		case got := <-sleeps:
+			if got == d {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the loop did not sleep for %s within %s", d, patience)
+		}
+	}
+}
+
 func create(t *testing.T, st catalog.Store, kind, name string) catalog.Key {
 	t.Helper()
 	r, err := st.Create(context.Background(), &catalog.Resource{Kind: kind, Name: name})
@@ -77,15 +119,7 @@ func TestDueDeletionsFireAndUndeletedOnesDoNot(t *testing.T) {
 	softdelete.SetTestSignals(tm, func(d time.Duration) { sleeps <- d }, wake)
 	done := make(chan error, 1)
 	go func() { done <- tm.Run(ctx) }()
-	// sleepsFor waits until the loop sleeps for exactly d.
-	sleepsFor := func(d time.Duration) {
-		t.Helper()
-		for got := range sleeps {
-			if got == d {
-				return
-			}
-		}
-	}
+	sleepsFor := func(d time.Duration) { t.Helper(); sleepsFor(t, sleeps, d) }
 	sleepsFor(softdelete.SafetyScanDefault) // nothing scheduled yet
 
 	keep := create(t, st, "Widget", "keep")
@@ -100,13 +134,13 @@ func TestDueDeletionsFireAndUndeletedOnesDoNot(t *testing.T) {
 	require.Empty(t, fired, "nothing fires before its delay")
 
 	clock.Advance(200 * time.Millisecond)
-	wake <- clock.Now()
-	require.Equal(t, "gone", <-fired)
+	send(t, wake, clock.Now())
+	require.Equal(t, "gone", receive(t, fired, "the due resource to fire"))
 	sleepsFor(softdelete.SafetyScanDefault) // nothing else is scheduled
 
 	// Past keep's old due time: it was undeleted, so nothing fires.
 	clock.Advance(time.Second)
-	wake <- clock.Now()
+	send(t, wake, clock.Now())
 	sleepsFor(softdelete.SafetyScanDefault)
 	require.Empty(t, fired, "an undeleted resource must not fire")
 	r, err := st.Get(ctx, keep)
@@ -117,7 +151,7 @@ func TestDueDeletionsFireAndUndeletedOnesDoNot(t *testing.T) {
 	require.Equal(t, catalog.PhaseDeleting, r.Phase)
 
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, receive(t, done, "Run to return"))
 	// One look per wake-up (start, the schedules, the due time, the
 	// safety scan), not a poll every few milliseconds.
 	require.Less(t, st.due.Load(), int32(12), "the timer loop must not poll")
@@ -272,11 +306,11 @@ func TestTimersOutliveAChangeFeedError(t *testing.T) {
 		require.Equal(t, "w", name)
 	case err := <-done:
 		t.Fatalf("the timers stopped after a change feed error (Run returned %v)", err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("the timers did not restart after a change feed error")
 	}
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, receive(t, done, "Run to return"))
 }
 
 // TestTimersAreNotWokenByChangesThatScheduleNothing: no periodic scans.
@@ -293,14 +327,7 @@ func TestTimersAreNotWokenByChangesThatScheduleNothing(t *testing.T) {
 	softdelete.SetTestSignals(tm, func(d time.Duration) { sleeps <- d }, make(chan time.Time))
 	done := make(chan error, 1)
 	go func() { done <- tm.Run(ctx) }()
-	sleepsFor := func(d time.Duration) {
-		t.Helper()
-		for got := range sleeps {
-			if got == d {
-				return
-			}
-		}
-	}
+	sleepsFor := func(d time.Duration) { t.Helper(); sleepsFor(t, sleeps, d) }
 	sleepsFor(softdelete.SafetyScanDefault)
 	before := st.due.Load()
 
@@ -319,5 +346,68 @@ func TestTimersAreNotWokenByChangesThatScheduleNothing(t *testing.T) {
 	sleepsFor(10 * time.Minute) // below the safety scan's 15 minutes
 	assert.Equal(t, int32(1), st.due.Load()-before, "one look, for the newly scheduled resource; none for the 40 other changes")
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, receive(t, done, "Run to return"))
+}
+
+// TestMoreThanABatchDueIsFiredWithoutWaiting: when more resources are due
+// than one batch holds, the timers look again at once, not after a sleep.
+func TestMoreThanABatchDueIsFiredWithoutWaiting(t *testing.T) {
+	ctx := context.Background()
+	clock := catalogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := openWithClock(t, clock.Now)
+	for i := range softdelete.BatchDefault + 1 {
+		k := create(t, st, "Widget", fmt.Sprintf("w-%03d", i))
+		_, err := st.Schedule(catalog.WithActor(ctx, "t"), k, catalog.ScheduleOptions{Delay: time.Minute})
+		require.NoError(t, err)
+	}
+	clock.Advance(time.Hour)
+	tm, err := softdelete.New(&softdelete.Config{Store: st, Now: clock.Now})
+	require.NoError(t, err)
+	next, err := tm.FireDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, softdelete.BatchDefault, tm.Fired)
+	require.True(t, next.Equal(clock.Now()), "a full batch: look again now, not at %v", next)
+	next, err = tm.FireDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, softdelete.BatchDefault+1, tm.Fired)
+	require.True(t, next.IsZero(), "nothing left: %v", next)
+}
+
+// TestResourcesInBackoffDoNotCrowdOutOnesThatComeDueLater: resources whose
+// handler failed wait out their retry, but the batch is widened by as
+// many, so a resource that comes due meanwhile is handled at once.
+func TestResourcesInBackoffDoNotCrowdOutOnesThatComeDueLater(t *testing.T) {
+	ctx := context.Background()
+	clock := catalogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := openWithClock(t, clock.Now)
+	bad := softdelete.BatchDefault * 3 / 5 // more than half a batch
+	for i := range bad {
+		k := create(t, st, "Widget", fmt.Sprintf("bad-%03d", i))
+		_, err := st.Schedule(catalog.WithActor(ctx, "t"), k, catalog.ScheduleOptions{Delay: time.Millisecond})
+		require.NoError(t, err)
+	}
+	good := create(t, st, "Widget", "good")
+	_, err := st.Schedule(catalog.WithActor(ctx, "t"), good, catalog.ScheduleOptions{Delay: time.Second})
+	require.NoError(t, err)
+	tm, err := softdelete.New(&softdelete.Config{Store: st, Now: clock.Now, Handlers: map[string]softdelete.Handler{
+		"Widget": func(ctx context.Context, r *catalog.Resource) error {
+			if strings.HasPrefix(r.Name, "bad-") {
+				return errors.New("broken")
+			}
+			_, err := st.Delete(catalog.WithActor(ctx, "t"), r.Key(), catalog.DeleteOptions{})
+			return err
+		},
+	}})
+	require.NoError(t, err)
+	clock.Advance(10 * time.Millisecond) // the bad ones are due, good is not yet
+	_, err = tm.FireDue(ctx)
+	require.NoError(t, err)
+	require.Zero(t, tm.Fired)
+	clock.Advance(2 * time.Second) // good is due; the bad ones still wait out their retry
+	_, err = tm.FireDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, tm.Fired, "the resource that came due is handled, past the ones in backoff")
+	r, err := st.Get(ctx, good)
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseDeleting, r.Phase)
 }
