@@ -1,6 +1,7 @@
 package retry_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -60,4 +61,63 @@ func TestOperatorCannotRequeueOrDiscardARowWhileItRuns(t *testing.T) {
 			assert.Equal(t, catalog.RetryDiscarded, gone.State)
 		})
 	}
+}
+
+// TestRecordRefusesAnOutcomeWithoutKindOrOwner: an outcome that does not
+// say what waits (its kind) and for whom (the owner's kind and name) is
+// refused, and nothing is recorded.
+func TestRecordRefusesAnOutcomeWithoutKindOrOwner(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	q := f.queue(t, f.st, policy(5))
+	w := f.owner(t, "w")
+	for name, spoil := range map[string]func(*retry.Outcome){
+		"no kind":       func(o *retry.Outcome) { o.Kind = "" },
+		"no owner kind": func(o *retry.Outcome) { o.Owner.Kind = "" },
+		"no owner name": func(o *retry.Outcome) { o.Owner.Name = "" },
+	} {
+		o := failing(w, "x")
+		spoil(&o)
+		_, err := q.Record(f.ctx, failing(w, "fine"), o)
+		require.ErrorContains(t, err, "an outcome needs a kind and an owner", name)
+	}
+	rows, err := q.List(f.ctx, catalog.RetryFilter{})
+	require.NoError(t, err)
+	assert.Empty(t, rows, "nothing recorded")
+}
+
+// TestSucceedWithoutRowsLeavesTheOtherWritersCondition: exactly one
+// writer per resource for DeletionStuck. For a kind whose owner's
+// condition another engine writes (Config.OwnerSync: the collector, for
+// catalog resources), a Succeed that removed no row neither touches the
+// condition nor calls that engine; a Succeed that removed rows calls it,
+// and still does not write the condition itself.
+func TestSucceedWithoutRowsLeavesTheOtherWritersCondition(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	var told []string
+	q, err := retry.New(&retry.Config{Store: f.st, Policy: policy(5), Now: f.clock.Now,
+		OwnerSync: map[string]func(context.Context, string) error{
+			retry.KindResource: func(_ context.Context, uid string) error { told = append(told, uid); return nil },
+		}})
+	require.NoError(t, err)
+	w := f.owner(t, "w")
+	w.Conditions = []catalog.Condition{{Type: retry.ConditionDeletionStuck, Status: "True", Reason: "BlockedByReferrer", Message: "written by the collector"}}
+	w, err = f.st.Update(f.ctx, w)
+	require.NoError(t, err)
+
+	require.NoError(t, q.Succeed(f.ctx, w.Key(), w.UID, nil), "no rows at all")
+	require.NoError(t, q.Succeed(f.ctx, w.Key(), w.UID, []catalog.RetryIdentity{failing(w, "").Identity()}), "not this row")
+	require.NoError(t, q.Succeed(f.ctx, w.Key(), w.UID, []catalog.RetryIdentity{}), "no ids")
+	assert.Empty(t, told)
+	cur, err := f.st.GetByUID(f.ctx, w.UID)
+	require.NoError(t, err)
+	assert.Equal(t, w.ResourceVersion, cur.ResourceVersion, "the resource was not written")
+
+	_, err = q.Record(f.ctx, failing(w, "in use"))
+	require.NoError(t, err)
+	require.NoError(t, q.Succeed(f.ctx, w.Key(), w.UID, nil))
+	assert.Equal(t, []string{w.UID}, told, "the condition's writer is told")
+	cur, err = f.st.GetByUID(f.ctx, w.UID)
+	require.NoError(t, err)
+	assert.Equal(t, w.Conditions[0].Status, condition(cur, retry.ConditionDeletionStuck).Status)
+	assert.Equal(t, w.ResourceVersion, cur.ResourceVersion, "the queue wrote the resource itself")
 }
