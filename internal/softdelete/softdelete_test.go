@@ -345,6 +345,17 @@ func TestTimersAreNotWokenByChangesThatScheduleNothing(t *testing.T) {
 	require.NoError(t, err)
 	sleepsFor(10 * time.Minute) // below the safety scan's 15 minutes
 	assert.Equal(t, int32(1), st.due.Load()-before, "one look, for the newly scheduled resource; none for the 40 other changes")
+
+	// One scheduled to end after the next due time does not wake them
+	// either; one that ends sooner does.
+	later := create(t, st, "Widget", "later")
+	_, err = st.Schedule(catalog.WithActor(ctx, "t"), later, catalog.ScheduleOptions{Delay: 12 * time.Minute})
+	require.NoError(t, err)
+	sooner := create(t, st, "Widget", "sooner")
+	_, err = st.Schedule(catalog.WithActor(ctx, "t"), sooner, catalog.ScheduleOptions{Delay: 5 * time.Minute})
+	require.NoError(t, err)
+	sleepsFor(5 * time.Minute)
+	assert.Equal(t, int32(2), st.due.Load()-before, "a look for the sooner one only")
 	cancel()
 	require.NoError(t, receive(t, done, "Run to return"))
 }
