@@ -422,3 +422,40 @@ func TestResourcesInBackoffDoNotCrowdOutOnesThatComeDueLater(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, catalog.PhaseDeleting, r.Phase)
 }
+
+// TestFailedHandlerIsRetriedOnceItsWaitIsOver: a resource whose handler
+// failed is left alone for Config.Retry, then tried again (it is still
+// Scheduled and due: nothing is lost).
+func TestFailedHandlerIsRetriedOnceItsWaitIsOver(t *testing.T) {
+	ctx := context.Background()
+	clock := catalogtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := openWithClock(t, clock.Now)
+	k := create(t, st, "Widget", "w")
+	_, err := st.Schedule(catalog.WithActor(ctx, "t"), k, catalog.ScheduleOptions{Delay: time.Millisecond})
+	require.NoError(t, err)
+	calls := 0
+	tm, err := softdelete.New(&softdelete.Config{Store: st, Now: clock.Now, Handlers: map[string]softdelete.Handler{
+		"Widget": func(ctx context.Context, r *catalog.Resource) error {
+			calls++
+			if calls == 1 {
+				return errors.New("broken once")
+			}
+			_, err := st.Delete(catalog.WithActor(ctx, "t"), r.Key(), catalog.DeleteOptions{})
+			return err
+		},
+	}})
+	require.NoError(t, err)
+	clock.Advance(time.Second)
+	_, err = tm.FireDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, calls)
+	clock.Advance(softdelete.RetryDefault / 2)
+	_, err = tm.FireDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, calls, "not again before its retry wait is over")
+	clock.Advance(softdelete.RetryDefault / 2)
+	_, err = tm.FireDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, calls, "tried again once its retry wait is over")
+	require.Equal(t, 1, tm.Fired)
+}
