@@ -121,3 +121,22 @@ func TestSucceedWithoutRowsLeavesTheOtherWritersCondition(t *testing.T) {
 	assert.Equal(t, w.Conditions[0].Status, condition(cur, retry.ConditionDeletionStuck).Status)
 	assert.Equal(t, w.ResourceVersion, cur.ResourceVersion, "the queue wrote the resource itself")
 }
+
+// TestFinishOfAnOwnerWithoutRowsAnnouncesNothing: an owner purged without
+// ever having waited in the queue gets no event and no notification.
+func TestFinishOfAnOwnerWithoutRowsAnnouncesNothing(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	q := f.queue(t, f.st, policy(1), "https://hooks.example/a")
+	w := f.owner(t, "w")
+	for _, abandoned := range []bool{false, true} {
+		require.NoError(t, q.Finish(f.ctx, w.Key(), w.UID, abandoned))
+	}
+	outbox, err := f.st.ListNotifications(f.ctx, "", 0)
+	require.NoError(t, err)
+	assert.Empty(t, outbox)
+	audit, err := f.st.ListAudit(f.ctx, catalog.AuditFilter{UID: w.UID})
+	require.NoError(t, err)
+	for _, e := range audit {
+		assert.NotContains(t, e.Action, "retry-", "%+v", e)
+	}
+}
