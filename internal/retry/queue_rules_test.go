@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -139,4 +140,40 @@ func TestFinishOfAnOwnerWithoutRowsAnnouncesNothing(t *testing.T) {
 	for _, e := range audit {
 		assert.NotContains(t, e.Action, "retry-", "%+v", e)
 	}
+}
+
+// TestFinishAnnouncesCompletionOfAnOwnerThatOnceHadADeadLetter: an owner
+// whose row was discarded and then requeued by `retry now` is still
+// announced as DeletionCompleted when it is purged (it was stuck once);
+// the event says how the deletion ended.
+func TestFinishAnnouncesCompletionOfAnOwnerThatOnceHadADeadLetter(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	q := f.queue(t, f.st, policy(1), "https://hooks.example/a")
+	requeued, abandoned := f.owner(t, "requeued"), f.owner(t, "abandoned")
+	rows, err := q.Record(f.ctx, failing(requeued, "x"), failing(abandoned, "y"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.RetryDiscarded, rows[0].State)
+	back, err := q.RetryNow(f.ctx, rows[0].ID, false)
+	require.NoError(t, err)
+	require.Equal(t, catalog.RetryRetryable, back.State)
+	before, err := f.st.ListNotifications(f.ctx, "", 0)
+	require.NoError(t, err)
+
+	require.NoError(t, q.Finish(f.ctx, requeued.Key(), requeued.UID, false))
+	require.NoError(t, q.Finish(f.ctx, abandoned.Key(), abandoned.UID, true))
+	after, err := f.st.ListNotifications(f.ctx, "", 0)
+	require.NoError(t, err)
+	require.Len(t, after, len(before)+2)
+	got := map[string]retry.Event{}
+	for _, n := range after {
+		var ev retry.Event
+		require.NoError(t, json.Unmarshal(n.Body, &ev))
+		if ev.Type != retry.EventDeletionStuck {
+			got[ev.Resource.Name] = ev
+		}
+	}
+	assert.Equal(t, retry.EventDeletionCompleted, got["requeued"].Type)
+	assert.Equal(t, "the deletion finished after all", got["requeued"].Reason)
+	assert.Equal(t, retry.EventAbandoned, got["abandoned"].Type)
+	assert.Equal(t, "1 queued items abandoned by the operator", got["abandoned"].Reason)
 }
