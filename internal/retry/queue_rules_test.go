@@ -177,3 +177,62 @@ func TestFinishAnnouncesCompletionOfAnOwnerThatOnceHadADeadLetter(t *testing.T) 
 	assert.Equal(t, retry.EventAbandoned, got["abandoned"].Type)
 	assert.Equal(t, "1 queued items abandoned by the operator", got["abandoned"].Reason)
 }
+
+// TestDeletionStuckChangesOnlyWhenItsRowsDo: the queue rewrites a backup
+// owner's DeletionStuck only when what it says changes, and its
+// lastTransitionTime moves only when its status does (True to False),
+// not when only its message does.
+func TestDeletionStuckChangesOnlyWhenItsRowsDo(t *testing.T) {
+	for _, drv := range driverNames {
+		t.Run(drv, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, drv)
+			p := policy(1)
+			p.Plugins = map[string]retry.Backoff{"example.com/slow": {MaxAttempts: 5}}
+			q := f.queue(t, f.st, p)
+			w := f.owner(t, "w")
+			item := func(id, plugin string) retry.Outcome {
+				return retry.Outcome{Kind: retry.KindBackupItem, Owner: w.Key(), UID: w.UID, ItemID: id, Plugin: plugin, Result: "failed", Message: "in use"}
+			}
+			stuck := func() (*catalog.Resource, *catalog.Condition) {
+				t.Helper()
+				cur, err := f.st.GetByUID(f.ctx, w.UID)
+				require.NoError(t, err)
+				c := condition(cur, retry.ConditionDeletionStuck)
+				require.NotNil(t, c)
+				return cur, c
+			}
+
+			_, err := q.Record(f.ctx, item("0:a", "example.com/fast"), item("1:b", "example.com/slow"))
+			require.NoError(t, err)
+			cur, c := stuck()
+			require.Equal(t, "True", c.Status)
+			since := c.LastTransitionTime
+			require.False(t, since.IsZero())
+
+			// The row that is not discarded goes: the condition says the
+			// same, and is not written again.
+			f.clock.Advance(time.Minute)
+			require.NoError(t, q.Succeed(f.ctx, w.Key(), w.UID, []catalog.RetryIdentity{item("1:b", "example.com/slow").Identity()}))
+			again, c := stuck()
+			assert.Equal(t, cur.ResourceVersion, again.ResourceVersion, "rewritten although nothing changed")
+
+			// A second dead letter: the message changes, the status and
+			// its transition time do not.
+			f.clock.Advance(time.Minute)
+			_, err = q.Record(f.ctx, item("2:c", "example.com/fast"))
+			require.NoError(t, err)
+			_, c2 := stuck()
+			assert.NotEqual(t, c.Message, c2.Message)
+			assert.Equal(t, "True", c2.Status)
+			assert.True(t, since.Equal(c2.LastTransitionTime), "lastTransitionTime moved without a transition: %v, was %v", c2.LastTransitionTime, since)
+
+			// All settled: False, now.
+			f.clock.Advance(time.Minute)
+			require.NoError(t, q.Succeed(f.ctx, w.Key(), w.UID, nil))
+			_, c3 := stuck()
+			assert.Equal(t, "False", c3.Status)
+			assert.True(t, f.clock.Now().Equal(c3.LastTransitionTime), "lastTransitionTime %v, want %v", c3.LastTransitionTime, f.clock.Now())
+		})
+	}
+}
