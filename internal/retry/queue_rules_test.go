@@ -3,6 +3,8 @@ package retry_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,4 +237,34 @@ func TestDeletionStuckChangesOnlyWhenItsRowsDo(t *testing.T) {
 			assert.True(t, f.clock.Now().Equal(c3.LastTransitionTime), "lastTransitionTime %v, want %v", c3.LastTransitionTime, f.clock.Now())
 		})
 	}
+}
+
+// TestDeadLetterMessageSaysWhatIsStuckAndWhatToDo: the DeletionStuck
+// message names the item and its plugin (when there is one), the last
+// five attempts, how many items are discarded, and offers to abandon only
+// a backup (catalog resources have no abandon path).
+func TestDeadLetterMessageSaysWhatIsStuckAndWhatToDo(t *testing.T) {
+	res := &catalog.Resource{Kind: "VolumeSnapshot", Namespace: "prod", Name: "snap-w"}
+	var hist []catalog.RetryAttempt
+	for i := range 7 {
+		hist = append(hist, catalog.RetryAttempt{Time: epoch.Add(time.Duration(i) * time.Hour), Outcome: fmt.Sprintf("o%d", i)})
+	}
+	backupItem := &catalog.RetryRow{ID: 7, RetryIdentity: catalog.RetryIdentity{Kind: retry.KindBackupItem, ItemID: "3:pods/ns/a", Plugin: "example.com/ebs"},
+		Attempts: 7, LastError: "locked", FirstSeenAt: epoch, History: hist}
+	wait := &catalog.RetryRow{ID: 8, RetryIdentity: catalog.RetryIdentity{Kind: retry.KindWait, ItemID: "finalizer:example.com/drain"},
+		Attempts: 2, LastError: "waits", FirstSeenAt: epoch, History: hist[:1]}
+
+	reason, msg := retry.DeadLetterReason(res, []*catalog.RetryRow{backupItem})
+	assert.Equal(t, retry.ReasonRetriesExhausted, reason)
+	assert.True(t, strings.HasPrefix(msg, "item 3:pods/ns/a at plugin example.com/ebs: 7 attempts since "), msg)
+	assert.Contains(t, msg, "or abandon the backup")
+	assert.Contains(t, msg, "lethe retry now 7")
+	assert.NotContains(t, msg, " o1,", "only the last five attempts")
+	assert.Contains(t, msg, " o2, ")
+	assert.Contains(t, msg, " o6;")
+
+	_, msg = retry.DeadLetterReason(res, []*catalog.RetryRow{wait, backupItem})
+	assert.True(t, strings.HasPrefix(msg, "2 items discarded; first: item finalizer:example.com/drain: 2 attempts"), msg)
+	assert.NotContains(t, msg, "at plugin")
+	assert.NotContains(t, msg, "abandon", "a catalog resource has no abandon path")
 }
