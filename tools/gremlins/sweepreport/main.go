@@ -1,7 +1,8 @@
 // Command sweepreport writes docs/mutation-sweep.md from the results of
 // the mutation sweep (mutants/sweep.sh): one gremlins JSON result per
 // package in mutants/sweep, its run's settings beside it (.env), and the
-// reviewed notes on mutants that live (mutants/sweep/notes.tsv).
+// reviewed notes on mutants that live (mutants/sweep/notes.tsv), and
+// what is left to sweep (mutants/sweep/status.md, copied in as it is).
 package main
 
 import (
@@ -62,6 +63,7 @@ func run(root, out string) error {
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|\n")
 	var details strings.Builder
 	var notSwept []string
+	swept := map[string]bool{}
 	for _, pkg := range packages {
 		name := strings.ReplaceAll(pkg, "/", "-")
 		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
@@ -78,6 +80,7 @@ func run(root, out string) error {
 			return fmt.Errorf("%s.json: %w", name, err)
 		}
 		env := readEnv(filepath.Join(dir, name+".env"))
+		swept[pkg] = true
 		count := map[string]int{}
 		var shown []mutant
 		for _, f := range res.Files {
@@ -137,10 +140,15 @@ func run(root, out string) error {
 		fmt.Fprintf(&b, "**Not yet swept:** %s. Run `make mutation-sweep SWEEP_PKGS=\"%s\"` to add them.\n",
 			strings.Join(quoteAll(notSwept), ", "), strings.Join(notSwept, " "))
 	}
+	if status, err := os.ReadFile(filepath.Join(dir, "status.md")); err == nil {
+		b.WriteString("\n")
+		b.Write(status)
+	}
 	b.WriteString(details.String())
 	var stale []string
 	for k := range notes {
-		if !used[k] {
+		file, _, _ := strings.Cut(k, "\t")
+		if !used[k] && swept[filepath.ToSlash(filepath.Dir(file))] {
 			stale = append(stale, k)
 		}
 	}
