@@ -59,8 +59,8 @@ func run(root, out string) error {
 	used := map[string]bool{}
 	var b strings.Builder
 	b.WriteString(header)
-	b.WriteString("| Package | Killed | Lived | Not covered | Timed out | Not viable | Efficacy | Swept |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| Package | Killed | Lived | Not covered | Timed out | Not viable | Efficacy | Lived: killed since / equivalent | Efficacy now | Swept |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	var details strings.Builder
 	var notSwept []string
 	swept := map[string]bool{}
@@ -69,7 +69,7 @@ func run(root, out string) error {
 		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
 		if os.IsNotExist(err) {
 			notSwept = append(notSwept, pkg)
-			fmt.Fprintf(&b, "| `%s` | | | | | | | not yet swept |\n", pkg)
+			fmt.Fprintf(&b, "| `%s` | | | | | | | | | not yet swept |\n", pkg)
 			continue
 		}
 		if err != nil {
@@ -108,8 +108,23 @@ func run(root, out string) error {
 		if ex := strings.TrimSpace(env["excluded"]); ex != "" {
 			swept += "; **files not swept:** `" + strings.Join(strings.Fields(ex), "`, `") + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %d | %d | %s | %s |\n", pkg, killed, lived,
-			count["NOT COVERED"], count["TIMED OUT"], count["NOT VIABLE"], eff, swept)
+		since, equiv := 0, 0
+		for _, m := range shown {
+			note := notes[noteKey(m.file, m.typ, m.src)]
+			switch {
+			case m.status != "LIVED":
+			case strings.HasPrefix(note, "Killed since"):
+				since++
+			case strings.HasPrefix(note, "Equivalent"):
+				equiv++
+			}
+		}
+		now := "–"
+		if d := killed + lived - equiv; d > 0 {
+			now = fmt.Sprintf("%.1f%%", 100*float64(killed+since)/float64(d))
+		}
+		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %d | %d | %s | %d / %d | %s | %s |\n", pkg, killed, lived,
+			count["NOT COVERED"], count["TIMED OUT"], count["NOT VIABLE"], eff, since, equiv, now, swept)
 
 		fmt.Fprintf(&details, "\n## `%s`\n\n", pkg)
 		if len(shown) == 0 {
@@ -181,7 +196,11 @@ and runs the package's own tests on it:
   neither way;
 - **not viable**: the mutant does not build.
 
-Efficacy is killed / (killed + lived). Every mutant that lives is listed
+Efficacy is killed / (killed + lived), as gremlins counts it in the run.
+"Efficacy now" counts the mutants that lived in the run but are killed by a
+test written since as killed, and sets aside those shown equivalent (no
+test can tell them from the original): (killed + killed since) / (killed +
+lived − equivalent). Every mutant that lives is listed
 below with why: the test that should kill it, or one sentence on why it
 is equivalent (no test can tell it from the original) or decides no rule.
 The hand-written mutants in ` + "`mutants/`" + ` (` + "`make mutants`" + `, in CI) cover
