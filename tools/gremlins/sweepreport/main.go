@@ -211,6 +211,10 @@ make mutation-sweep                                   # every package below (hou
 make mutation-sweep SWEEP_PKGS="internal/softdelete"  # one package; the others keep their last result
 ` + "```" + `
 
+gremlins tests a copy of the tree taken as it starts, after measuring the
+package's tests in place: leave the tree alone while it runs (or run it in
+a clone and copy ` + "`mutants/sweep/`" + ` back).
+
 `
 
 func quoteAll(s []string) []string {
