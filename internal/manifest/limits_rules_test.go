@@ -1,0 +1,40 @@
+package manifest_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/manifest"
+)
+
+// TestLoadTakesExactlyMaxDocumentsAcrossFilesAndRefusesOneMore: the
+// document limit counts the documents of every file of a folder together;
+// the limit itself is allowed, one more is refused.
+func TestLoadTakesExactlyMaxDocumentsAcrossFilesAndRefusesOneMore(t *testing.T) {
+	dir := t.TempDir()
+	docs := func(n int) []byte { return []byte(strings.Repeat("---\nkind: Database\nmetadata: {name: a}\n", n)) }
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), docs(5), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.yaml"), docs(5), 0o600))
+	lim := manifest.DefaultLimits
+	lim.MaxDocuments = 10
+	got, err := manifest.Load(dir, nil, lim)
+	require.NoError(t, err)
+	require.Len(t, got, 10)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "c.yaml"), docs(1), 0o600))
+	_, err = manifest.Load(dir, nil, lim)
+	require.ErrorContains(t, err, "more than 10 documents")
+}
+
+// TestKindsUpTo63CharactersAreValid: a kind is at most 63 characters.
+func TestKindsUpTo63CharactersAreValid(t *testing.T) {
+	kind := "K" + strings.Repeat("a", 62)
+	_, err := manifest.Parse(manifest.Source{Name: "m.yaml", Data: []byte("kind: " + kind + "\nmetadata: {name: a}\n")}, manifest.DefaultLimits)
+	require.NoError(t, err)
+	_, err = manifest.Parse(manifest.Source{Name: "m.yaml", Data: []byte("kind: " + kind + "a\nmetadata: {name: a}\n")}, manifest.DefaultLimits)
+	require.ErrorContains(t, err, "kind")
+}
