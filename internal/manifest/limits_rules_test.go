@@ -38,3 +38,17 @@ func TestKindsUpTo63CharactersAreValid(t *testing.T) {
 	_, err = manifest.Parse(manifest.Source{Name: "m.yaml", Data: []byte("kind: " + kind + "a\nmetadata: {name: a}\n")}, manifest.DefaultLimits)
 	require.ErrorContains(t, err, "kind")
 }
+
+// TestAnnotationsMayTotal256KiBAndNoMore: Kubernetes' cap on a resource's
+// annotations, keys and values counted together.
+func TestAnnotationsMayTotal256KiBAndNoMore(t *testing.T) {
+	doc := func(value int) []byte {
+		return []byte("kind: Database\nmetadata:\n  name: a\n  annotations:\n    example.com/a: '" + strings.Repeat("x", value) + "'\n")
+	}
+	limit := 256 << 10
+	value := limit - len("example.com/a")
+	_, err := manifest.Parse(manifest.Source{Name: "m.yaml", Data: doc(value)}, manifest.DefaultLimits)
+	require.NoError(t, err)
+	_, err = manifest.Parse(manifest.Source{Name: "m.yaml", Data: doc(value + 1)}, manifest.DefaultLimits)
+	require.ErrorContains(t, err, "262145 bytes in all, at most 262144")
+}
