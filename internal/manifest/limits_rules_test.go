@@ -52,3 +52,19 @@ func TestAnnotationsMayTotal256KiBAndNoMore(t *testing.T) {
 	_, err = manifest.Parse(manifest.Source{Name: "m.yaml", Data: doc(value + 1)}, manifest.DefaultLimits)
 	require.ErrorContains(t, err, "262145 bytes in all, at most 262144")
 }
+
+// TestNullMeansAbsentInOptionalFields: an optional field written as null
+// is taken as absent, as Kubernetes does; a required one is still
+// required (a bundle's spec.resources).
+func TestNullMeansAbsentInOptionalFields(t *testing.T) {
+	text := "kind: Database\nmetadata: {name: a, namespace: null, labels: null, annotations: null, ownerReferences: null}\nreferences: null\nspec: null\nstatus: ~\n"
+	docs, err := manifest.Parse(manifest.Source{Name: "m.yaml", Data: []byte(text)}, manifest.DefaultLimits)
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	require.Empty(t, docs[0].Metadata.Namespace)
+
+	docs, err = manifest.Parse(manifest.Source{Name: "b.yaml", Data: []byte("kind: Bundle\nmetadata: {name: shop}\nspec: {resources: null}\n")}, manifest.DefaultLimits)
+	require.NoError(t, err)
+	_, err = manifest.ParseBundle(docs[0])
+	require.ErrorContains(t, err, "spec.resources: required (it may be empty: [])")
+}
