@@ -68,3 +68,55 @@ func TestNullMeansAbsentInOptionalFields(t *testing.T) {
 	_, err = manifest.ParseBundle(docs[0])
 	require.ErrorContains(t, err, "spec.resources: required (it may be empty: [])")
 }
+
+func parseOne(t *testing.T, text string) error {
+	t.Helper()
+	_, err := manifest.Parse(manifest.Source{Name: "m.yaml", Data: []byte(text)}, manifest.DefaultLimits)
+	return err
+}
+
+// TestResourceVersionMustBePositive: 0 is not a version (leave the field
+// out to apply without the check); null is absent.
+func TestResourceVersionMustBePositive(t *testing.T) {
+	require.ErrorContains(t, parseOne(t, "kind: Database\nmetadata: {name: a, resourceVersion: 0}\n"), "must be positive")
+	require.ErrorContains(t, parseOne(t, "kind: Database\nmetadata: {name: a, resourceVersion: '0'}\n"), "must be positive")
+	require.NoError(t, parseOne(t, "kind: Database\nmetadata: {name: a, resourceVersion: 1}\n"))
+	require.NoError(t, parseOne(t, "kind: Database\nmetadata: {name: a, resourceVersion: null, ownerReferences: [{kind: Team, name: t, blockOwnerDeletion: null}]}\n"))
+}
+
+// TestOnlyTheSameOwnerTwiceIsRefused: two owners of one kind with
+// different names are fine; the same owner twice is refused.
+func TestOnlyTheSameOwnerTwiceIsRefused(t *testing.T) {
+	require.NoError(t, parseOne(t, "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: Team, name: x}, {kind: Team, name: y}, {kind: Org, name: x}]}\n"))
+	require.ErrorContains(t, parseOne(t, "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: Team, name: x}, {kind: Team, name: x}]}\n"), "owner Team/x appears twice")
+}
+
+// TestOnlyAReferenceToItselfIsRefused: a resource may reference another of
+// its kind, in its namespace or another, or one of its name of another
+// kind; not itself.
+func TestOnlyAReferenceToItselfIsRefused(t *testing.T) {
+	ref := func(kind, ns, name string) string {
+		return "kind: Database\nmetadata: {name: a, namespace: prod}\nreferences: [{kind: " + kind + ", namespace: " + ns + ", name: " + name + ", onTargetDelete: block}]\n"
+	}
+	require.NoError(t, parseOne(t, ref("Database", "prod", "b")))
+	require.NoError(t, parseOne(t, ref("Database", "dev", "a")))
+	require.NoError(t, parseOne(t, ref("Volume", "prod", "a")))
+	require.ErrorContains(t, parseOne(t, ref("Database", "prod", "a")), "a resource cannot reference itself")
+}
+
+// TestAFolderMayTotalExactlyMaxTotalBytes: the folder's cap is allowed,
+// one byte more is refused.
+func TestAFolderMayTotalExactlyMaxTotalBytes(t *testing.T) {
+	dir := t.TempDir()
+	a := []byte("kind: Database\nmetadata: {name: a}\n")
+	b := []byte("kind: Database\nmetadata: {name: b}\n")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), a, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.yaml"), b, 0o600))
+	lim := manifest.DefaultLimits
+	lim.MaxTotalBytes = int64(len(a) + len(b))
+	_, err := manifest.Load(dir, nil, lim)
+	require.NoError(t, err)
+	lim.MaxTotalBytes--
+	_, err = manifest.Load(dir, nil, lim)
+	require.ErrorContains(t, err, "larger than")
+}
