@@ -120,3 +120,18 @@ func TestAFolderMayTotalExactlyMaxTotalBytes(t *testing.T) {
 	_, err = manifest.Load(dir, nil, lim)
 	require.ErrorContains(t, err, "larger than")
 }
+
+// TestAFileMayBeExactlyMaxFileBytes: the per-file cap is allowed, one byte
+// more is refused.
+func TestAFileMayBeExactlyMaxFileBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.yaml")
+	a := []byte("kind: Database\nmetadata: {name: a}\n")
+	require.NoError(t, os.WriteFile(path, a, 0o600))
+	lim := manifest.DefaultLimits
+	lim.MaxFileBytes = int64(len(a))
+	_, err := manifest.Load(path, nil, lim)
+	require.NoError(t, err)
+	lim.MaxFileBytes--
+	_, err = manifest.Load(path, nil, lim)
+	require.ErrorContains(t, err, "larger than")
+}
