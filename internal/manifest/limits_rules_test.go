@@ -135,3 +135,30 @@ func TestAFileMayBeExactlyMaxFileBytes(t *testing.T) {
 	_, err = manifest.Load(path, nil, lim)
 	require.ErrorContains(t, err, "larger than")
 }
+
+// TestNestingMayReachMaxDepthAndNoFurther: with MaxDepth 6, a spec that
+// nests five mappings is the deepest allowed; one more level is refused.
+func TestNestingMayReachMaxDepthAndNoFurther(t *testing.T) {
+	lim := manifest.DefaultLimits
+	lim.MaxDepth = 6
+	nested := func(k int) []byte {
+		return []byte("kind: Database\nmetadata: {name: a}\nspec: " + strings.Repeat("{a: ", k) + "1" + strings.Repeat("}", k) + "\n")
+	}
+	_, err := manifest.Parse(manifest.Source{Name: "m.yaml", Data: nested(5)}, lim)
+	require.NoError(t, err)
+	_, err = manifest.Parse(manifest.Source{Name: "m.yaml", Data: nested(6)}, lim)
+	require.ErrorContains(t, err, "nested deeper than 6 levels")
+}
+
+// TestOneFileMayHoldExactlyMaxDocuments: the document cap within one file
+// is allowed, one more is refused.
+func TestOneFileMayHoldExactlyMaxDocuments(t *testing.T) {
+	lim := manifest.DefaultLimits
+	lim.MaxDocuments = 10
+	docs := func(n int) []byte { return []byte(strings.Repeat("---\nkind: Database\nmetadata: {name: a}\n", n)) }
+	got, err := manifest.Parse(manifest.Source{Name: "m.yaml", Data: docs(10)}, lim)
+	require.NoError(t, err)
+	require.Len(t, got, 10)
+	_, err = manifest.Parse(manifest.Source{Name: "m.yaml", Data: docs(11)}, lim)
+	require.ErrorContains(t, err, "more than 10 documents")
+}
