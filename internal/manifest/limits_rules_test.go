@@ -162,18 +162,3 @@ func TestOneFileMayHoldExactlyMaxDocuments(t *testing.T) {
 	_, err = manifest.Parse(manifest.Source{Name: "m.yaml", Data: docs(11)}, lim)
 	require.ErrorContains(t, err, "more than 10 documents")
 }
-
-// TestADocumentMayHoldExactlyMaxValues: with MaxValues 20, this document
-// holds 20 values with a list of 13 (the document's own mappings, keys and
-// scalars count); one more item is refused.
-func TestADocumentMayHoldExactlyMaxValues(t *testing.T) {
-	lim := manifest.DefaultLimits
-	lim.MaxValues = 20
-	doc := func(k int) []byte {
-		return []byte("kind: Database\nmetadata: {name: a}\nspec: {l: [" + strings.TrimSuffix(strings.Repeat("1,", k), ",") + "]}\n")
-	}
-	_, err := manifest.Parse(manifest.Source{Name: "m.yaml", Data: doc(13)}, lim)
-	require.NoError(t, err)
-	_, err = manifest.Parse(manifest.Source{Name: "m.yaml", Data: doc(14)}, lim)
-	require.ErrorContains(t, err, "more than 20 values")
-}
