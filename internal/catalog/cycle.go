@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// ErrCycle: a write would close a cycle of deletion edges (see CycleError).
+// ErrCycle is the error of a write that would close a cycle of deletion
+// edges (see CycleError).
 var ErrCycle = errors.New("deletion cycle")
 
 // Edge kinds of a deletion cycle (CycleEdge.Via).

@@ -87,7 +87,7 @@ func makeHome(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return os.Chmod(dir, 0o700)
+	return os.Chmod(dir, 0o700) //nolint:gosec // a folder: 0700 is owner-only
 }
 
 func (a *app) storage(ctx context.Context) (blobstore.Store, error) {

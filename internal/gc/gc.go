@@ -380,15 +380,6 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 	return plan, nil
 }
 
-// enter moves r to Deleting with the collector's finalizers. With queue,
-// r is queued first (so that a crash between the two leaves a queued item,
-// not an untracked Deleting resource): the root of a request is. A
-// dependent entered by a cascade is queued only if its inline step leaves
-// it waiting (see queueLeft): until then its owner's item stands for it,
-// and a start of the continuous collector queues every Deleting resource.
-// A Backup is queued for the backup deletion pipeline as well, which runs
-// its items and purges it. The delete-actions finalizer is set only when
-// a plugin selects the resource.
 // AuditCascadeDelete is the audit action of a resource a cascade moved to
 // Deleting (a window it skipped under --force is a force-delete).
 const AuditCascadeDelete = "cascade-delete"
@@ -400,6 +391,15 @@ func (c *Collector) enterCascade(ctx context.Context, parent, d *catalog.Resourc
 	return c.enterAs(ctx, d, prop, reason+skipped(parent, d), forced(parent), false, AuditCascadeDelete)
 }
 
+// enter moves r to Deleting with the collector's finalizers. With queue,
+// r is queued first (so that a crash between the two leaves a queued item,
+// not an untracked Deleting resource): the root of a request is. A
+// dependent entered by a cascade is queued only if its inline step leaves
+// it waiting (see queueLeft): until then its owner's item stands for it,
+// and a start of the continuous collector queues every Deleting resource.
+// A Backup is queued for the backup deletion pipeline as well, which runs
+// its items and purges it. The delete-actions finalizer is set only when
+// a plugin selects the resource.
 func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool) (*catalog.Resource, error) {
 	return c.enterAs(ctx, r, prop, reason, force, queue, "")
 }

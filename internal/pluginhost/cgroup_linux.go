@@ -49,7 +49,7 @@ func cgroupDir() (string, error) {
 	}
 	rel, ok := strings.CutPrefix(rel, root)
 	if !ok {
-		return "", fmt.Errorf("Lethe's cgroup %s is outside the mounted cgroup2 hierarchy %s", rel, root)
+		return "", fmt.Errorf("the cgroup of lethe, %s, is outside the mounted cgroup2 hierarchy %s", rel, root)
 	}
 	dir := filepath.Join(mount, rel)
 	if err := unix.Access(dir, unix.W_OK); err != nil {
@@ -125,7 +125,7 @@ func (h *Host) newCgroup() *pluginCgroup {
 		return nil
 	}
 	path := filepath.Join(dir, cgroupPrefix(os.Getpid())+strconv.FormatUint(h.cgroupSeq.Add(1), 10))
-	if err := os.Mkdir(path, 0o755); err != nil {
+	if err := os.Mkdir(path, 0o755); err != nil { //nolint:gosec // a cgroup folder: the kernel sets its files' modes, and the plugin user must reach cgroup.procs
 		h.cgroupsOff("cannot make a plugin cgroup", err)
 		return nil
 	}
