@@ -28,8 +28,23 @@ import (
 // which wins over the file. Keys are checked before anything runs: an
 // unknown key or a value its flag refuses is one line and exit 2.
 
-// serverConfigKeys are the `lethe server` flags a config file may set.
-var serverConfigKeys = []string{"workers", "metrics-addr", "no-plugins", "lease-ttl", "leader-lease-ttl", "poll-interval"}
+// serverConfigKeys are the `lethe server` flags a config file (and an
+// environment variable) may set: every flag of its own, so that a new
+// server flag cannot be forgotten here.
+func serverConfigKeys(root *cobra.Command) []string {
+	var keys []string
+	for _, c := range root.Commands() {
+		if c.Name() != "server" {
+			continue
+		}
+		c.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+			if !slices.Contains(notInConfig, f.Name) {
+				keys = append(keys, f.Name)
+			}
+		})
+	}
+	return keys
+}
 
 // notInConfig are global flags that make no sense in the file.
 var notInConfig = []string{"config", "help", "version"}
@@ -51,7 +66,7 @@ func configKeys(root *cobra.Command) []string {
 			keys = append(keys, f.Name)
 		}
 	})
-	keys = append(keys, serverConfigKeys...)
+	keys = append(keys, serverConfigKeys(root)...)
 	slices.Sort(keys)
 	return keys
 }
@@ -92,7 +107,7 @@ func applyConfig(root, cmd *cobra.Command, getenv func(string) string) error {
 	// The server's own flags take their environment variables here (the
 	// global ones in globals.resolve).
 	if cmd.Name() == "server" {
-		for _, k := range serverConfigKeys {
+		for _, k := range serverConfigKeys(root) {
 			f := cmd.Flags().Lookup(k)
 			if f == nil || f.Changed {
 				continue

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 )
 
@@ -96,4 +97,32 @@ func TestServerFlagsTakeTheirEnvironment(t *testing.T) {
 	code, _, stderr = runEnv(t, map[string]string{"LETHE_HOME": dir, "LETHE_LEASE_TTL": "soon"}, "server")
 	require.Equal(t, exitUsage, code, stderr)
 	require.Contains(t, stderr, `LETHE_LEASE_TTL="soon"`)
+}
+
+// TestEveryServerFlagIsAConfigKey: each flag of `lethe server` may be set
+// in the config file, so a flag added to the server cannot be refused as
+// an unknown key (as --retention-interval once was).
+func TestEveryServerFlagIsAConfigKey(t *testing.T) {
+	root, _ := newRoot(Streams{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Getenv: func(string) string { return "" }}, nil)
+	keys := configKeys(root)
+	server, _, err := root.Find([]string{"server"})
+	require.NoError(t, err)
+	n := 0
+	server.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" {
+			return
+		}
+		n++
+		require.Contains(t, keys, f.Name, "server flag --%s is not a config key", f.Name)
+	})
+	require.Greater(t, n, 5)
+
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("retention-interval: 5m\n"), 0o600))
+	code, _, stderr := runEnv(t, map[string]string{"LETHE_HOME": filepath.Join(dir, "home")}, "backup", "list", "--config", p)
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = runEnv(t, map[string]string{"LETHE_HOME": dir, "LETHE_RETENTION_INTERVAL": "soon"}, "server")
+	require.Equal(t, exitUsage, code, stderr)
+	require.Contains(t, stderr, `LETHE_RETENTION_INTERVAL="soon"`)
 }

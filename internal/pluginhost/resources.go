@@ -26,7 +26,7 @@ func ResolveSelector(sel plugin.ResourceSelector) (resolved plugin.ResourceSelec
 		for i, n := range in {
 			r, ok := velero.ResolveResource(n)
 			out[i] = r
-			if !ok && !strings.ContainsAny(n, "*?[") && strings.TrimSpace(n) != "" && !slices.Contains(unresolved, n) {
+			if !ok && !strings.ContainsAny(n, "*?[") && strings.TrimSpace(n) != "" && !lethesOwnResource(n) && !slices.Contains(unresolved, n) {
 				unresolved = append(unresolved, n)
 			}
 		}
@@ -36,4 +36,11 @@ func ResolveSelector(sel plugin.ResourceSelector) (resolved plugin.ResourceSelec
 	resolved.ExcludedResources = resolve(sel.ExcludedResources)
 	slices.Sort(unresolved)
 	return resolved, unresolved
+}
+
+// lethesOwnResource says whether n names a resource Lethe itself makes up
+// for its items (native volume snapshots): no discovery knows it, yet it
+// selects something in every Velero backup that has snapshots.
+func lethesOwnResource(n string) bool {
+	return strings.EqualFold(n, plugin.NativeVolumeSnapshotResource) || strings.EqualFold(n, plugin.NativeVolumeSnapshotGroupResource)
 }
