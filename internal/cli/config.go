@@ -29,7 +29,7 @@ import (
 // unknown key or a value its flag refuses is one line and exit 2.
 
 // serverConfigKeys are the `lethe server` flags a config file may set.
-var serverConfigKeys = []string{"workers", "metrics-addr", "no-plugins", "lease-ttl", "leader-lease-ttl", "poll-interval"}
+var serverConfigKeys = []string{"workers", "metrics-addr", "no-plugins", "lease-ttl", "leader-lease-ttl", "poll-interval", "sync-interval"}
 
 // notInConfig are global flags that make no sense in the file.
 var notInConfig = []string{"config", "help", "version"}

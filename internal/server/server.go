@@ -124,6 +124,10 @@ type Config struct {
 	// Collector, when set, is the garbage collector, run from the change
 	// feed on every replica (its work is leased; see gc.go).
 	Collector *gc.Collector
+	// Sync, when set with a positive SyncInterval, syncs storage on the
+	// leader every SyncInterval (see sync.go).
+	Sync         SyncFunc
+	SyncInterval time.Duration
 }
 
 // Server is the daemon.
@@ -145,6 +149,7 @@ type Server struct {
 	started atomic.Bool
 
 	retryMetrics *retry.Metrics
+	syncM        *syncMetrics
 }
 
 // New returns a Server.
@@ -187,6 +192,7 @@ func New(cfg *Config) (*Server, error) {
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.m.register(s.reg)
 	s.retryMetrics = retry.NewMetrics(s.reg)
+	s.syncM = newSyncMetrics(s.reg)
 	c.Deleter.OnTakeover(s.tookOver)
 	return s, nil
 }
@@ -405,11 +411,15 @@ func (s *Server) leaderLoops() ([]Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Loop{
+	loops := []Loop{
 		{Name: "ttl", Run: ttlc.Run},
 		{Name: "grace-window timers", Run: timers.Run},
 		{Name: "reconcile", Run: s.reconcile},
-	}, nil
+	}
+	if s.cfg.Sync != nil && s.cfg.SyncInterval > 0 {
+		loops = append(loops, Loop{Name: "storage sync", Run: s.syncLoop})
+	}
+	return loops, nil
 }
 
 func (s *Server) dispatchWakeups(ctx context.Context, w catalog.Wakeups) {
