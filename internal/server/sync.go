@@ -54,6 +54,7 @@ func newSyncMetrics(r *prometheus.Registry) *syncMetrics {
 // the leader only, with lctx (fenced by the leader's term). A failed sync
 // is logged and counted, and concludes nothing: the next one tries again.
 func (s *Server) syncLoop(ctx context.Context) error {
+	lastMissing := 0
 	for {
 		began := time.Now()
 		sum, err := s.cfg.Sync(catalog.WithActor(ctx, "sync"))
@@ -71,12 +72,13 @@ func (s *Server) syncLoop(ctx context.Context) error {
 			s.syncM.runs.WithLabelValues("ok").Inc()
 			s.syncM.missing.Set(float64(sum.Missing))
 			s.syncM.last.Set(float64(time.Now().Unix()))
-			if sum.Imported+sum.Updated+sum.Rejected+sum.Found > 0 || sum.Missing > 0 {
+			if sum.Imported+sum.Updated+sum.Rejected+sum.Found > 0 || sum.Missing != lastMissing {
 				s.log.Info("storage synced", "imported", sum.Imported, "updated", sum.Updated, "rejected", sum.Rejected,
 					"missing", sum.Missing, "found", sum.Found, "took", time.Since(began).Round(time.Millisecond))
 			} else {
 				s.log.Debug("storage synced: nothing new", "took", time.Since(began).Round(time.Millisecond))
 			}
+			lastMissing = sum.Missing
 		}
 		t := time.NewTimer(s.cfg.SyncInterval)
 		select {
