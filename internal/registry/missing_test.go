@@ -239,4 +239,3 @@ func BenchmarkSync10000OneNew(b *testing.B) {
 	b.ReportMetric(float64(c[1]), "GET/sync")
 	b.ReportMetric(float64(c[2]), "HEAD/sync")
 }
-
