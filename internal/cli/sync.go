@@ -43,7 +43,8 @@ already missing and still are (action "pruned"; audited, and their
 tombstone keeps them from being imported again). A location that cannot be
 read concludes nothing: sync fails, and no backup is marked missing.
 
-When a folder is rejected, sync still imports the others, and exits 3.
+When a folder is rejected, sync still imports the others, and exits 3
+(--dry-run exits 0).
 
 Like create, sync records each imported backup's expected plugins, so it
 refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
@@ -69,6 +70,9 @@ refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 		}
 		if err := a.printSyncResults(*out, results); err != nil {
 			return err
+		}
+		if dryRun {
+			return nil // as delete --dry-run: the plan says it, exit 0
 		}
 		return syncRejections(results)
 	}
