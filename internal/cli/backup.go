@@ -115,7 +115,11 @@ func (a *app) registry(ctx context.Context) (*registry.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return registry.New(&registry.Config{Store: st, Blobs: bl, Plugins: h})
+	set, err := a.locationSet()
+	if err != nil {
+		return nil, err
+	}
+	return registry.New(&registry.Config{Store: st, Blobs: bl, Plugins: h, LocationName: set.Default().Name})
 }
 
 func (a *app) createBackup(ctx context.Context, req registry.Request) error {

@@ -60,16 +60,15 @@ refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
-		reg, err := a.registry(cmd.Context())
-		if err != nil {
-			return err
-		}
-		results, err := reg.Sync(cmd.Context(), registry.SyncOptions{DryRun: dryRun, PruneMissing: pruneMissing})
-		if err != nil {
-			return err
+		results, serr := a.syncLocations(cmd.Context(), registry.SyncOptions{DryRun: dryRun, PruneMissing: pruneMissing})
+		if serr != nil && len(results) == 0 {
+			return serr
 		}
 		if err := a.printSyncResults(*out, results); err != nil {
 			return err
+		}
+		if serr != nil {
+			return serr // a location that could not be read: exit 1, the others synced
 		}
 		if dryRun {
 			return nil // as delete --dry-run: the plan says it, exit 0
@@ -102,7 +101,7 @@ func (a *app) printSyncResults(out string, results []registry.SyncResult) error 
 		fmt.Fprintf(a.s.Out, "No tarballs in %s.\n", termtext.Quote(a.blobs.URL()))
 		return nil
 	}
-	t := newTable(a.s.Out, "NAME", "ACTION", "ITEMS", "REASON")
+	t := newTable(a.s.Out, "NAME", "LOCATION", "ACTION", "ITEMS", "REASON")
 	for _, r := range results {
 		reason := r.Reason
 		if r.Warning != "" && r.Action != registry.SyncRejected {
@@ -110,7 +109,7 @@ func (a *app) printSyncResults(out string, results []registry.SyncResult) error 
 			// would hide why it was rejected, and it was not imported.
 			reason = strings.TrimPrefix(reason+"; warning: "+r.Warning, "; ")
 		}
-		t.row(termtext.Quote(r.Name), r.Action, fmt.Sprint(r.Items), termtext.Quote(reason))
+		t.row(termtext.Quote(r.Name), termtext.Quote(r.Location), r.Action, fmt.Sprint(r.Items), termtext.Quote(reason))
 	}
 	return t.flush()
 }

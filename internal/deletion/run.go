@@ -287,6 +287,9 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 	if err := checkFinished(b); err != nil {
 		return nil, err
 	}
+	if err := d.checkWritable(b); err != nil {
+		return nil, err
+	}
 
 	if slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
 		sum, err := d.validate(ctx, b)

@@ -153,7 +153,7 @@ func TestServerSyncsStorageWithoutAManualSync(t *testing.T) {
 
 	// Only the explicit command removes it, audited.
 	r = e.ok("backup", "sync", "--prune-missing")
-	require.Regexp(t, `old\s+pruned`, r.stdout)
+	require.Regexp(t, `old\s+default\s+pruned`, r.stdout)
 	require.Equal(t, 4, e.run("backup", "get", "old").code)
 	require.Contains(t, e.ok("audit", "--kind", "Backup", "--name", "old").stdout, "--prune-missing")
 	require.Equal(t, "Active", e.get("new").Phase)

@@ -36,6 +36,8 @@ type SyncResult struct {
 	// without velero-backup.json.
 	Warning string `json:"warning,omitempty"`
 	Items   int64  `json:"items,omitempty"`
+	// Location is the name of the storage location the folder is in.
+	Location string `json:"location,omitempty"`
 }
 
 // SyncResultKind is SyncResult.Kind.
