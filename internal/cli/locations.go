@@ -19,7 +19,7 @@ type locationFlags struct {
 }
 
 func (l *locationFlags) add(pf *pflag.FlagSet) {
-	pf.StringArrayVar(&l.specs, "location", nil, "a named backup storage location NAME=URL[,default][,readOnly][,credentials-file=FILE] (repeatable; env LETHE_LOCATIONS, one a line); --storage URL is the shortcut for one location named default")
+	pf.StringArrayVar(&l.specs, "location", nil, "a named backup storage location NAME=URL[,default][,readOnly] (repeatable; env LETHE_LOCATIONS, one a line; credentials from the environment); --storage URL is the shortcut for one location named default")
 }
 
 // resolve checks the declared locations; with some declared, --storage

@@ -1,7 +1,8 @@
 // Package storageloc declares Lethe's named backup storage locations,
 // after Velero's BackupStorageLocation: a name, a URL (file:// or s3://),
-// where its credentials come from (the environment, or a file; never the
-// command line), whether it is read-only, and which one is the default.
+// whether it is read-only, and which one is the default. Credentials come
+// from the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, shared config
+// files), never from the command line.
 package storageloc
 
 import (
@@ -30,31 +31,27 @@ type Location struct {
 	URL      string `json:"url"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
 	Default  bool   `json:"default,omitempty"`
-	// CredentialsFile is a file of S3 credentials (AWS shared-credentials
-	// format, refused if group or others can read it); empty: the
-	// environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...).
-	CredentialsFile string `json:"credentialsFile,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // Parse reads one --location value:
 //
-//	NAME=URL[,default][,readOnly][,credentials-file=FILE]
+//	NAME=URL[,default][,readOnly]
 //
 // A URL that carries credentials (user info) is refused: they would be
 // on the command line, in the shell history and in ps.
 func Parse(spec string) (Location, error) {
 	name, rest, ok := strings.Cut(strings.TrimSpace(spec), "=")
 	if !ok || rest == "" {
-		return Location{}, fmt.Errorf("--location %q: use NAME=URL[,default][,readOnly][,credentials-file=FILE]", spec)
+		return Location{}, fmt.Errorf("--location %q: use NAME=URL[,default][,readOnly]", spec)
 	}
 	if !nameRE.MatchString(name) {
 		return Location{}, fmt.Errorf("--location %q: the name must be a lowercase DNS label (a-z, 0-9, '-'), at most 63 characters", spec)
 	}
 	parts := strings.Split(rest, ",")
 	if strings.Contains(strings.SplitN(parts[0], "?", 2)[0], "@") {
-		return Location{}, fmt.Errorf("--location %s: the URL carries credentials; give them in the environment or with credentials-file=FILE, never on the command line", name)
+		return Location{}, fmt.Errorf("--location %s: the URL carries credentials; give them in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE), never on the command line", name)
 	}
 	url, err := blobstore.Location(parts[0])
 	if err != nil {
@@ -62,23 +59,14 @@ func Parse(spec string) (Location, error) {
 	}
 	l := Location{Name: name, URL: url}
 	for _, p := range parts[1:] {
-		k, v, _ := strings.Cut(p, "=")
-		switch strings.TrimSpace(k) {
+		switch strings.TrimSpace(p) {
 		case "default":
 			l.Default = true
 		case "readOnly", "read-only":
 			l.ReadOnly = true
-		case "credentials-file":
-			if v == "" {
-				return Location{}, fmt.Errorf("--location %s: credentials-file needs a file", name)
-			}
-			l.CredentialsFile = v
 		default:
-			return Location{}, fmt.Errorf("--location %s: unknown option %q (want default, readOnly or credentials-file=FILE)", name, p)
+			return Location{}, fmt.Errorf("--location %s: unknown option %q (want default or readOnly)", name, p)
 		}
-	}
-	if l.CredentialsFile != "" && !strings.HasPrefix(url, "s3://") {
-		return Location{}, fmt.Errorf("--location %s: credentials-file is for s3:// locations", name)
 	}
 	return l, nil
 }
