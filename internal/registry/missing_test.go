@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/blobstore"
+	"github.com/lethehq/lethe/internal/blobstore/s3test"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion/deletiontest"
 	"github.com/lethehq/lethe/internal/registry"
@@ -238,4 +240,50 @@ func BenchmarkSync10000OneNew(b *testing.B) {
 	b.ReportMetric(float64(c[0]), "LIST/sync")
 	b.ReportMetric(float64(c[1]), "GET/sync")
 	b.ReportMetric(float64(c[2]), "HEAD/sync")
+}
+
+// TestSyncCostOnS3GrowsWithWhatChanged is TestSyncCostGrowsWithWhatChanged
+// on S3 (versitygw), counted in HTTP requests by a proxy: a sync with one
+// new backup among n makes the LIST pages of the bucket (1,000 keys each)
+// and only the GETs of the new backup.
+func TestSyncCostOnS3GrowsWithWhatChanged(t *testing.T) {
+	if _, err := s3test.FindBinary(); err != nil {
+		t.Skip(err)
+	}
+	const n = 200
+	srv := s3test.StartServer(t)
+	proxy := s3test.NewProxy(t, srv)
+	e := deletiontest.New(t, deletiontest.Options{StorageURL: proxy.URL})
+	reg, err := registry.New(&registry.Config{Store: e.Store, Blobs: e.Blobs, Plugins: e.Host})
+	require.NoError(t, err)
+	put := func(name string) {
+		for k, v := range velerotest.Backup(name) {
+			require.NoError(t, e.Blobs.Put(context.Background(), k, bytes.NewReader(v)))
+		}
+	}
+	for i := range n {
+		put(fmt.Sprintf("b-%05d", i))
+	}
+	_, err = reg.Sync(context.Background(), registry.SyncOptions{})
+	require.NoError(t, err)
+	objects, err := e.Blobs.List(context.Background(), "backups/")
+	require.NoError(t, err)
+	// One more request than the pages: Check, which asks the bucket
+	// whether it answers (a one-key listing) before a listing is trusted.
+	pages := (len(objects)+999)/1000 + 1
+
+	proxy.Reset()
+	_, err = reg.Sync(context.Background(), registry.SyncOptions{})
+	require.NoError(t, err)
+	require.Equal(t, pages, proxy.LISTs(), "LIST pages of a sync where nothing changed")
+	require.Empty(t, proxy.GETs(), "GETs of a sync where nothing changed")
+
+	put("new")
+	proxy.Reset()
+	res, err := reg.Sync(context.Background(), registry.SyncOptions{})
+	require.NoError(t, err)
+	require.Equal(t, registry.SyncImported, actions(res)["new"])
+	require.Equal(t, (len(objects)+len(velerotest.Backup("new"))+999)/1000+1, proxy.LISTs())
+	require.Len(t, proxy.GETs(), 3, "velero-backup.json, the tarball, the snapshot list: %v", proxy.GETs())
+	t.Logf("S3: sync of %d known backups (%d objects) + 1 new: %d LIST pages, %d GETs", n, len(objects), proxy.LISTs(), len(proxy.GETs()))
 }
