@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -113,4 +116,43 @@ func TestNamedLocationsSyncEachAndRefuseDeletingFromAReadOnlyOne(t *testing.T) {
 	r = e.run("location", "list", "--location", "x=s3://KEY:hunter2@bucket")
 	require.Equal(t, 2, r.code, "%s", r)
 	require.NotContains(t, r.stderr, "hunter2")
+}
+
+// TestDeletionWaitsForAnUnavailableLocation: the server parks a deletion
+// whose storage location cannot be read (condition LocationUnavailable):
+// no plugin runs, the backup stays Deleting, no retry row is charged an
+// attempt; once the location is back, the deletion resumes and purges.
+func TestDeletionWaitsForAnUnavailableLocation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pluginRecorder)
+	main, far := filepath.Join(e.home, "main"), filepath.Join(e.home, "far")
+	for _, d := range []string{main, far} {
+		require.NoError(t, os.MkdirAll(d, 0o750))
+	}
+	e.extra = append(e.extra, "LETHE_LOCATIONS=main=file://"+main+",default\nfar=file://"+far)
+	require.NoError(t, velerotest.WriteDir(far, velerotest.Backup("away")))
+	e.ok("backup", "sync")
+	e.ok("backup", "delete", "away", "--yes", "--async")
+	require.NoError(t, os.Rename(far, far+".gone"))
+
+	e.ok("plugin", "lock")
+	p := e.startLong(3*time.Minute, "server", "--sync-interval", "0", "--metrics-addr", freePort(t))
+	eventually(t, p, 60*time.Second, "the deletion is parked with LocationUnavailable", func() bool {
+		return strings.HasPrefix(e.conditions("away")["LocationUnavailable"], "True ")
+	})
+	require.Contains(t, e.conditions("away")["LocationUnavailable"], "the folder does not exist")
+	require.Equal(t, "Deleting", e.get("away").Phase)
+	require.Zero(t, fileSize(e.record), "no plugin ran while the location was unavailable")
+	rows := e.ok("retry", "list", "-o", "json").stdout
+	require.NotContains(t, rows, `"attempts"`, "nothing failed, nothing charged: %s", rows)
+
+	// Back: the deletion resumes (an explicit delete claims it at once,
+	// as the daemon would at its next look).
+	require.NoError(t, os.Rename(far+".gone", far))
+	e.ok("backup", "delete", "away", "--yes")
+	e.requirePurged("away")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	res := p.wait(t)
+	require.Equal(t, 0, res.code, "%s", res)
+	require.Contains(t, res.stderr, "deletion parked: its storage location is unavailable")
 }

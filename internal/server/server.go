@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/gc"
@@ -585,7 +586,12 @@ func (s *Server) runOne(ctx context.Context, w *catalog.WorkItem) {
 		// parked the work until an operator acts.
 		s.m.deletions.WithLabelValues("parked").Inc()
 		s.log.Info("deletion ended: parked until an operator acts", "backup", name, "uid", w.Key, "duration", took, "error", err)
-	case errors.As(err, &missing) || errors.Is(err, deletion.ErrNoPlugins):
+	case errors.Is(err, blobstore.ErrUnavailable):
+		// Unknown is not absent: parked (condition LocationUnavailable),
+		// nothing charged, looked at again until the location is back.
+		s.m.deletions.WithLabelValues("parked").Inc()
+		s.log.Warn("deletion parked: its storage location is unavailable", "backup", name, "uid", w.Key, "duration", took, "error", err)
+		case errors.As(err, &missing) || errors.Is(err, deletion.ErrNoPlugins):
 		// Never purged without its plugins: the deletion stays, with the
 		// PluginMissing condition, and is looked at again.
 		s.m.deletions.WithLabelValues("plugin-missing").Inc()
