@@ -591,7 +591,7 @@ func (s *Server) runOne(ctx context.Context, w *catalog.WorkItem) {
 		// nothing charged, looked at again until the location is back.
 		s.m.deletions.WithLabelValues("parked").Inc()
 		s.log.Warn("deletion parked: its storage location is unavailable", "backup", name, "uid", w.Key, "duration", took, "error", err)
-		case errors.As(err, &missing) || errors.Is(err, deletion.ErrNoPlugins):
+	case errors.As(err, &missing) || errors.Is(err, deletion.ErrNoPlugins):
 		// Never purged without its plugins: the deletion stays, with the
 		// PluginMissing condition, and is looked at again.
 		s.m.deletions.WithLabelValues("plugin-missing").Inc()
