@@ -29,6 +29,9 @@ type Spec struct {
 	// --storage says then; empty for backups registered before it was
 	// recorded (the configured storage is used).
 	StorageLocation string `json:"storageLocation,omitempty"`
+	// Location is the name of the storage location (--location) the
+	// backup was registered in; empty before locations had names.
+	Location string `json:"location,omitempty"`
 
 	// Size is the tarball's size in bytes; Digest its sha256, hex.
 	Size   int64  `json:"size"`

@@ -73,6 +73,8 @@ type Locations struct {
 
 	mu   sync.Mutex
 	open map[string]Store
+	// ro are the read-only locations (see readonly.go).
+	ro map[string]bool
 }
 
 // NewLocations returns Locations around the configured store def. cfg

@@ -187,8 +187,8 @@ func (a *app) deleter(ctx context.Context) (*deletion.Deleter, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.locations == nil {
-		a.locations = blobstore.NewLocations(bl, nil)
+	if _, err := a.storageLocations(ctx); err != nil {
+		return nil, err
 	}
 	if err := a.g.retry.checkPluginNames(h.Plugins()); err != nil {
 		return nil, err

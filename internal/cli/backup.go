@@ -115,7 +115,11 @@ func (a *app) registry(ctx context.Context) (*registry.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return registry.New(&registry.Config{Store: st, Blobs: bl, Plugins: h})
+	set, err := a.locationSet()
+	if err != nil {
+		return nil, err
+	}
+	return registry.New(&registry.Config{Store: st, Blobs: bl, Plugins: h, LocationName: set.Default().Name})
 }
 
 func (a *app) createBackup(ctx context.Context, req registry.Request) error {
@@ -322,18 +326,23 @@ func newBackupListCmd(a *app) *cobra.Command {
 
 func newBackupGetCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
-		Use:     "get NAME",
+		Use:     "get [NAME...]",
 		Aliases: []string{"describe"},
-		Short:   "Show one backup: its phase, storage, and what its deletion did so far (alias: describe)",
+		Short:   "Show backups: their phase, storage, and what their deletion did so far (alias: describe); with no name, list them",
 		Example: `  lethe backup get nightly-0412
   lethe backup describe nightly-0412
-  lethe backup get nightly-0412 -o yaml`,
-		Args: exactArgs(1, "NAME"),
+  lethe backup get nightly-0412 -o yaml
+  lethe backup get nightly-0412 nightly-0413
+  lethe backup get`,
+		Args: cobra.ArbitraryArgs,
 	}
 	out := outputFlag(c, "table")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
+		}
+		if len(args) != 1 {
+			return a.backupGetMany(cmd, args, *out) // as velero backup get
 		}
 		if err := backup.ValidateName(args[0]); err != nil {
 			return usageError{err}

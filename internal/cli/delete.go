@@ -310,10 +310,11 @@ func deleteError(err error) error {
 	var se *deletion.SkipPluginError
 	var be *deletion.BlockedError
 	var ue *deletion.UnfinishedError
+	var ro *deletion.ReadOnlyError
 	switch {
 	case errors.As(err, &se):
 		return usageError{err}
-	case errors.As(err, &be), errors.As(err, &ue):
+	case errors.As(err, &be), errors.As(err, &ue), errors.As(err, &ro):
 		return exitCodeError{exitRefused, err}
 	}
 	return err

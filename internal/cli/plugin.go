@@ -56,6 +56,9 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		if err := a.init(); err != nil {
 			return err
 		}
+		if a.veleroPluginsOnly() {
+			return a.lockVeleroOnly(dryRun, *out)
+		}
 		lockPath := a.g.lockFile()
 		old, err := pluginhost.ReadLock(lockPath)
 		if err != nil {

@@ -37,6 +37,7 @@ type globals struct {
 	defaultDelay   string
 	trust          trustFlags
 	retry          retryFlags
+	locs           locationFlags
 
 	// Parsed by resolve.
 	itemTimeoutD    time.Duration
@@ -90,6 +91,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.defaultDelay, "default-deletion-delay", "", "grace window for backups without a lethe.io/deletion-delay annotation (env LETHE_DEFAULT_DELETION_DELAY; default none)")
 	g.trust.add(pf)
 	g.retry.add(pf)
+	g.locs.add(pf)
 
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyConfig(root, cmd, s.Getenv)
@@ -98,6 +100,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ")\n")
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
 		newApplyCmd(a), newDeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a), newRetentionCmd(a))
+	root.AddCommand(newLocationCmd(a))
 	return root, a
 }
 
@@ -203,6 +206,9 @@ func (g *globals) resolve(getenv func(string) string) error {
 	}
 	if g.store == "" {
 		g.store = "sqlite://" + filepath.Join(g.home, "lethe.db")
+	}
+	if err := g.locs.resolve(getenv, &g.storage); err != nil {
+		return err
 	}
 	if g.storage == "" {
 		g.storage = "file://" + filepath.Join(g.home, "storage")

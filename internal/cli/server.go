@@ -22,6 +22,7 @@ func newServerCmd(a *app) *cobra.Command {
 		noPlugins                 bool
 		leaseTTL, leaderTTL, poll time.Duration
 		retentionInterval         time.Duration
+		syncInterval              time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "server",
@@ -40,6 +41,13 @@ Every replica claims queued deletions with leases, so work spreads across
 them and one deletion runs in one place at a time. One replica, elected
 through a lease in the catalog, runs TTL expiry and the grace-window timers;
 a stopped leader hands over at once, a killed one after --leader-lease-ttl.
+The leader also syncs storage every --sync-interval (default 1m, as Velero;
+0 turns it off), as 'lethe backup sync' does: new Velero backups are
+imported with their TTL, phases are re-read, and a deleted backup never comes
+back. A backup whose tarball is no longer listed gets the condition
+MissingFromStorage and stays in the catalog until 'lethe backup sync
+--prune-missing'; a location that cannot be read concludes nothing.
+
 On SQLite a second server on the same file is safe (it follows, and shares
 the queue) but adds nothing: SQLite has one writer.
 
@@ -86,6 +94,9 @@ lease is handed over); a second one aborts.`,
 			}
 			if leaderTTL < time.Second {
 				return usageError{fmt.Errorf("--leader-lease-ttl must be at least 1s, got %s", leaderTTL)}
+			}
+			if syncInterval < 0 {
+				return usageError{fmt.Errorf("--sync-interval must be 0 (off) or positive, got %s", syncInterval)}
 			}
 			if poll < 10*time.Millisecond {
 				return usageError{fmt.Errorf("--poll-interval must be at least 10ms, got %s", poll)}
@@ -134,8 +145,13 @@ lease is handed over); a second one aborts.`,
 			if err != nil {
 				return err
 			}
+			syncFn, err := a.serverSync(ctx)
+			if err != nil {
+				return err
+			}
 			srv, err := server.New(&server.Config{
 				LeaderLoops: []server.Loop{enforcer}, TTLVeto: ttlVeto,
+				Sync: syncFn, SyncInterval: syncInterval,
 				Store: a.store, Deleter: del, Collector: col, Logger: a.log, Workers: workers,
 				MetricsListener: ln, DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins,
 				NotifyWebhooks: a.g.retry.notify,
@@ -167,6 +183,7 @@ lease is handed over); a second one aborts.`,
 	f.BoolVar(&noPlugins, "no-plugins", false, "run deletions with no plugin installed at all (audited on each purge) (env LETHE_NO_PLUGINS)")
 	f.DurationVar(&leaseTTL, "lease-ttl", deletion.LeaseTTLDefault, "deletion lease: a replica that dies holding a deletion loses it after this long (env LETHE_LEASE_TTL)")
 	f.DurationVar(&leaderTTL, "leader-lease-ttl", leader.TTLDefault, "leader lease: a killed leader is replaced after this long; a stopped one at once (env LETHE_LEADER_LEASE_TTL)")
+	f.DurationVar(&syncInterval, "sync-interval", server.SyncIntervalDefault, "the leader imports new backups from storage (and re-reads Velero's phases) this often, as Velero's --backup-sync-period; 0 turns it off (env LETHE_SYNC_INTERVAL)")
 	f.DurationVar(&poll, "poll-interval", server.PollIntervalDefault, "safety-net poll of idle workers; wake-ups and due times normally wake them (env LETHE_POLL_INTERVAL)")
 	return c
 }

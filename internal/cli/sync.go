@@ -11,7 +11,7 @@ import (
 )
 
 func newBackupSyncCmd(a *app) *cobra.Command {
-	var dryRun bool
+	var dryRun, pruneMissing bool
 	c := &cobra.Command{
 		Use:   "sync",
 		Short: "Import backups that exist in storage but not in the catalog",
@@ -34,44 +34,82 @@ the file changed, and records the new phase and the file (action
 backup can be deleted. A file that cannot be read changes nothing: the phase
 recorded stays, with a warning.
 
+Sync also compares the catalog with the listing: a backup whose tarball is
+no longer in its storage location gets the condition MissingFromStorage
+(action "missing-from-storage", shown by get, list and describe) and stays
+in the catalog; when the tarball is listed again the condition is cleared
+("back-in-storage"). Only --prune-missing removes the backups that were
+already missing and still are (action "pruned"; audited, and their
+tombstone keeps them from being imported again). A location that cannot be
+read concludes nothing: sync fails, and no backup is marked missing.
+
+When a folder is rejected, sync still imports the others, and exits 3
+(--dry-run exits 0).
+
 Like create, sync records each imported backup's expected plugins, so it
 refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 		Example: `  lethe backup sync --dry-run
-  lethe backup sync -o json`,
+  lethe backup sync -o json
+  lethe backup sync --prune-missing`,
 		Args: exactArgs(0, ""),
 	}
 	out := outputFlag(c, "table")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be imported, and change nothing")
+	c.Flags().BoolVar(&pruneMissing, "prune-missing", false, "remove from the catalog (audited) the backups already marked MissingFromStorage whose tarball is still not listed")
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
-		reg, err := a.registry(cmd.Context())
-		if err != nil {
+		results, serr := a.syncLocations(cmd.Context(), registry.SyncOptions{DryRun: dryRun, PruneMissing: pruneMissing})
+		if serr != nil && len(results) == 0 {
+			return serr
+		}
+		if err := a.printSyncResults(*out, results); err != nil {
 			return err
 		}
-		results, err := reg.Sync(cmd.Context(), registry.SyncOptions{DryRun: dryRun})
-		if err != nil {
-			return err
+		if serr != nil {
+			return serr // a location that could not be read: exit 1, the others synced
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, results)
+		if dryRun {
+			return nil // as delete --dry-run: the plan says it, exit 0
 		}
-		if len(results) == 0 {
-			fmt.Fprintf(a.s.Out, "No tarballs in %s.\n", termtext.Quote(a.blobs.URL()))
-			return nil
-		}
-		t := newTable(a.s.Out, "NAME", "ACTION", "ITEMS", "REASON")
-		for _, r := range results {
-			reason := r.Reason
-			if r.Warning != "" && r.Action != registry.SyncRejected {
-				// A rejected folder's warning ("imported without...")
-				// would hide why it was rejected, and it was not imported.
-				reason = strings.TrimPrefix(reason+"; warning: "+r.Warning, "; ")
-			}
-			t.row(termtext.Quote(r.Name), r.Action, fmt.Sprint(r.Items), termtext.Quote(reason))
-		}
-		return t.flush()
+		return syncRejections(results)
 	}
 	return c
+}
+
+// syncRejections is the exit of a sync that rejected folders: the others
+// were synced, and the exit code (3) says not everything was.
+func syncRejections(results []registry.SyncResult) error {
+	var n int
+	for _, r := range results {
+		if r.Action == registry.SyncRejected {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return exitCodeError{code: exitIncomplete, err: fmt.Errorf("%d backup folder(s) rejected (see REASON); the others were synced", n)}
+}
+
+func (a *app) printSyncResults(out string, results []registry.SyncResult) error {
+	if out != "table" {
+		return printStructured(a.s.Out, out, results)
+	}
+	if len(results) == 0 {
+		fmt.Fprintf(a.s.Out, "No tarballs in %s.\n", termtext.Quote(a.blobs.URL()))
+		return nil
+	}
+	t := newTable(a.s.Out, "NAME", "LOCATION", "ACTION", "ITEMS", "REASON")
+	for _, r := range results {
+		reason := r.Reason
+		if r.Warning != "" && r.Action != registry.SyncRejected {
+			// A rejected folder's warning ("imported without...")
+			// would hide why it was rejected, and it was not imported.
+			reason = strings.TrimPrefix(reason+"; warning: "+r.Warning, "; ")
+		}
+		t.row(termtext.Quote(r.Name), termtext.Quote(r.Location), r.Action, fmt.Sprint(r.Items), termtext.Quote(reason))
+	}
+	return t.flush()
 }

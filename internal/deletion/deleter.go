@@ -405,6 +405,9 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 	if err := checkFinished(b); err != nil {
 		return nil, err
 	}
+	if err := d.checkWritable(b); err != nil {
+		return nil, err
+	}
 	if err := d.checkBlocked(ctx, b.Resource, opts); err != nil {
 		return nil, err
 	}

@@ -113,6 +113,10 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		p.Rejected = err.Error()
 		return p, nil
 	}
+	if err := d.checkWritable(b); err != nil {
+		p.Rejected = err.Error()
+		return p, nil
+	}
 	if err := d.startCheck(b, opts); err != nil {
 		p.Rejected = err.Error()
 		return p, nil

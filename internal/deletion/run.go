@@ -93,6 +93,10 @@ func (d *Deleter) RunWork(ctx context.Context, w *catalog.WorkItem, opts Options
 		return nil, d.refusePlugins(ctx, b, w, err)
 	}
 	d.setPluginCondition(ctx, r, nil)
+	if err := d.checkLocation(ctx, b); errors.Is(err, blobstore.ErrUnavailable) {
+		return nil, d.parkLocation(ctx, b, w, err)
+	}
+	d.setLocationCondition(ctx, r, nil)
 	return d.runLeased(ctx, b, w, opts)
 }
 
@@ -285,6 +289,9 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 	rep := &Report{Backup: r.Name}
 	fence := w.Fence()
 	if err := checkFinished(b); err != nil {
+		return nil, err
+	}
+	if err := d.checkWritable(b); err != nil {
 		return nil, err
 	}
 

@@ -162,9 +162,12 @@ func TestSync(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(e.tarballPath(name)), 0o750))
 		copyFile(t, from, e.tarballPath(name), 0o640)
 	}
-	sync := func(args ...string) map[string]syncRow {
+	// sync runs backup sync and requires exit code want: 3 while a folder
+	// is rejected (the others are still synced), 0 for a dry run.
+	sync := func(want int, args ...string) map[string]syncRow {
 		t.Helper()
-		r := e.ok(append([]string{"backup", "sync", "-o", "json"}, args...)...)
+		r := e.run(append([]string{"backup", "sync", "-o", "json"}, args...)...)
+		require.Equal(t, want, r.code, "%s", r)
 		var rows []syncRow
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &rows), "%s", r)
 		m := map[string]syncRow{}
@@ -196,13 +199,13 @@ func TestSync(t *testing.T) {
 
 	listBefore := e.ok("backup", "list", "-o", "json").stdout
 	storeBefore := treeDigest(t, e.storageDir())
-	dry := sync("--dry-run")
+	dry := sync(0, "--dry-run")
 	require.Equal(t, "would-import", dry["found"].Action, "%+v", dry)
 	require.EqualValues(t, 12, dry["found"].Items)
 	require.Equal(t, listBefore, e.ok("backup", "list", "-o", "json").stdout, "--dry-run changed the catalog")
 	require.Equal(t, storeBefore, treeDigest(t, e.storageDir()), "--dry-run changed the storage")
 
-	got := sync()
+	got := sync(3)
 	require.Equal(t, syncRow{Name: "found", Action: "imported", Items: 12}, got["found"])
 	require.Equal(t, "skipped", got["gone"].Action, "a purged backup must never be re-imported: %+v", got["gone"])
 	require.Contains(t, got["gone"].Reason, "purged")
@@ -220,7 +223,7 @@ func TestSync(t *testing.T) {
 	requireOneErrorLine(t, r, "was purged")
 
 	// Sync again: nothing new, nothing duplicated.
-	again := sync()
+	again := sync(3)
 	require.Equal(t, "skipped", again["found"].Action)
 	require.Equal(t, "skipped", again["later"].Action)
 	require.Equal(t, "skipped", again["gone"].Action)
@@ -229,7 +232,7 @@ func TestSync(t *testing.T) {
 	// An imported backup deletes like any other.
 	e.ok("backup", "delete", "found", "--yes")
 	e.requirePurged("found")
-	require.Equal(t, "skipped", sync()["gone"].Action)
+	require.Equal(t, "skipped", sync(3)["gone"].Action)
 }
 
 func readLinesFrom(t *testing.T, path string, offset int64) []string {

@@ -41,6 +41,9 @@ type Config struct {
 	Blobs   blobstore.Store
 	Plugins Plugins
 	Limits  archive.Limits
+	// LocationName is the name of the storage location Blobs is, recorded
+	// in every backup registered (Spec.Location).
+	LocationName string
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
 }
@@ -241,7 +244,7 @@ func (g *Registry) spec(key string, size int64, v blobstore.Version, sc *scanned
 	return backup.Spec{
 		StorageKey: key, Size: size, Digest: sc.sum.Digest, StorageVersion: v,
 		Items: sc.sum.Items, CopyOnlyItems: sc.sum.CopyOnlyItems,
-		StorageLocation: g.cfg.Blobs.URL(), ExpectedPlugins: sc.expected,
+		StorageLocation: g.cfg.Blobs.URL(), Location: g.cfg.LocationName, ExpectedPlugins: sc.expected,
 	}
 }
 

@@ -36,6 +36,8 @@ type SyncResult struct {
 	// without velero-backup.json.
 	Warning string `json:"warning,omitempty"`
 	Items   int64  `json:"items,omitempty"`
+	// Location is the name of the storage location the folder is in.
+	Location string `json:"location,omitempty"`
 }
 
 // SyncResultKind is SyncResult.Kind.
@@ -45,6 +47,9 @@ const SyncResultKind = "SyncResult"
 type SyncOptions struct {
 	// DryRun says what would be imported and changes nothing.
 	DryRun bool
+	// PruneMissing removes from the catalog, audited, the backups that
+	// already had MissingFromStorage and are still not listed.
+	PruneMissing bool
 }
 
 // AnnotationImportedFrom records the storage key a sync imported.
@@ -87,14 +92,25 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 			return nil, err
 		}
 	}
+	// Unknown is not absent: a location that cannot be read (a file://
+	// folder that is gone lists as empty) concludes nothing.
+	if err := blobstore.Check(ctx, g.cfg.Blobs); err != nil {
+		return nil, err
+	}
 	objs, err := g.cfg.Blobs.List(ctx, velero.BackupsDir)
 	if err != nil {
 		return nil, err
 	}
+	inCatalog, err := g.catalogBackups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	listed := make(map[string]bool, len(objs))
 	folders := map[string]*folder{}
 	var names []string
 	for i := range objs {
 		o := &objs[i]
+		listed[o.Key] = true
 		name, file, ok := velero.SplitKey(o.Key)
 		if !ok {
 			continue
@@ -124,8 +140,11 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 			continue // only sibling files: not a backup of its own
 		}
 		res := SyncResult{Kind: SyncResultKind, Name: name}
-		skip, known, err := g.syncFilter(ctx, name)
-		if err != nil {
+		var skip string
+		var known *catalog.Resource
+		if r := inCatalog[name]; r != nil {
+			skip, known = knownReason(r), r
+		} else if skip, known, err = g.syncFilter(ctx, name); err != nil {
 			return nil, err
 		}
 		switch {
@@ -147,7 +166,23 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 		}
 		results = append(results, res)
 	}
-	return results, nil
+	missing, err := g.checkMissing(ctx, inCatalog, listed, opts)
+	if err != nil {
+		return nil, err
+	}
+	return append(results, missing...), nil
+}
+
+// knownReason is the sync filter's reason for a backup the catalog has.
+func knownReason(r *catalog.Resource) string {
+	if r.Phase != catalog.PhaseActive {
+		return "deletion pending (" + string(r.Phase) + "): never re-imported"
+	}
+	return "in the catalog (" + string(r.Phase) + ")"
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 // syncFilter says why a tarball named name must not be imported, or "";
@@ -157,10 +192,7 @@ func (g *Registry) syncFilter(ctx context.Context, name string) (reason string, 
 	r, err := g.cfg.Store.Get(ctx, backup.Key(name))
 	switch {
 	case err == nil:
-		if r.Phase != catalog.PhaseActive {
-			return "deletion pending (" + string(r.Phase) + "): never re-imported", r, nil
-		}
-		return "in the catalog (" + string(r.Phase) + ")", r, nil
+		return knownReason(r), r, nil
 	case !errors.Is(err, catalog.ErrNotFound):
 		return "", nil, err
 	}

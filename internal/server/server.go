@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/gc"
@@ -128,6 +129,10 @@ type Config struct {
 	// requested: a non-empty answer (a RetentionPolicy with overrideTTL
 	// that selects it) leaves the backup to that policy.
 	TTLVeto func(ctx context.Context, backup string) (string, error)
+	// Sync, when set with a positive SyncInterval, syncs storage on the
+	// leader every SyncInterval (see sync.go).
+	Sync         SyncFunc
+	SyncInterval time.Duration
 }
 
 // Server is the daemon.
@@ -149,6 +154,7 @@ type Server struct {
 	started atomic.Bool
 
 	retryMetrics *retry.Metrics
+	syncM        *syncMetrics
 }
 
 // New returns a Server.
@@ -191,6 +197,7 @@ func New(cfg *Config) (*Server, error) {
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.m.register(s.reg)
 	s.retryMetrics = retry.NewMetrics(s.reg)
+	s.syncM = newSyncMetrics(s.reg)
 	c.Deleter.OnTakeover(s.tookOver)
 	return s, nil
 }
@@ -415,11 +422,15 @@ func (s *Server) leaderLoops() ([]Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Loop{
+	loops := []Loop{
 		{Name: "ttl", Run: ttlc.Run},
 		{Name: "grace-window timers", Run: timers.Run},
 		{Name: "reconcile", Run: s.reconcile},
-	}, nil
+	}
+	if s.cfg.Sync != nil && s.cfg.SyncInterval > 0 {
+		loops = append(loops, Loop{Name: "storage sync", Run: s.syncLoop})
+	}
+	return loops, nil
 }
 
 func (s *Server) dispatchWakeups(ctx context.Context, w catalog.Wakeups) {
@@ -585,6 +596,11 @@ func (s *Server) runOne(ctx context.Context, w *catalog.WorkItem) {
 		// parked the work until an operator acts.
 		s.m.deletions.WithLabelValues("parked").Inc()
 		s.log.Info("deletion ended: parked until an operator acts", "backup", name, "uid", w.Key, "duration", took, "error", err)
+	case errors.Is(err, blobstore.ErrUnavailable):
+		// Unknown is not absent: parked (condition LocationUnavailable),
+		// nothing charged, looked at again until the location is back.
+		s.m.deletions.WithLabelValues("parked").Inc()
+		s.log.Warn("deletion parked: its storage location is unavailable", "backup", name, "uid", w.Key, "duration", took, "error", err)
 	case errors.As(err, &missing) || errors.Is(err, deletion.ErrNoPlugins):
 		// Never purged without its plugins: the deletion stays, with the
 		// PluginMissing condition, and is looked at again.

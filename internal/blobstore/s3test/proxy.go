@@ -21,6 +21,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	backend  *url.URL
 	gets     []string // Range header of each GET of an object ("" for all of it)
+	lists    int      // listings (ListObjectsV2 pages)
 	cutAfter []int64  // cut the next GETs' bodies after so many bytes
 	unavail  int      // answer the next so many ranged GETs with 503
 }
@@ -71,6 +72,15 @@ func (p *Proxy) Reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gets = nil
+	p.lists = 0
+}
+
+// LISTs returns the number of listing requests (one per page of up to
+// 1,000 keys) so far.
+func (p *Proxy) LISTs() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lists
 }
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
@@ -79,6 +89,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	cut := int64(-1)
 	p.mu.Lock()
 	unavailable := false
+	if r.URL.Query().Has("list-type") {
+		p.lists++
+	}
 	if object {
 		p.gets = append(p.gets, r.Header.Get("Range"))
 		switch {

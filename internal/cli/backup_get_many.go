@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lethehq/lethe/internal/backup"
+)
+
+// backupGetMany is `backup get` with no name (it lists, as `backup list`)
+// or with several (each is shown, in the order given), as `velero backup
+// get` does. Every name is checked before anything is read; a name that
+// is not in the catalog is reported after the others are shown (exit 4).
+func (a *app) backupGetMany(cmd *cobra.Command, names []string, out string) error {
+	if len(names) == 0 {
+		lc := newBackupListCmd(a)
+		lc.SetContext(cmd.Context())
+		if err := lc.Flags().Set("output", out); err != nil {
+			return err
+		}
+		return lc.RunE(lc, nil)
+	}
+	for _, n := range names {
+		if err := backup.ValidateName(n); err != nil {
+			return usageError{err}
+		}
+	}
+	ctx := cmd.Context()
+	st, err := a.catalog(ctx)
+	if err != nil {
+		return err
+	}
+	var views []*backupView
+	var missing []error
+	for _, n := range names {
+		r, err := backup.Get(ctx, st, backup.Key(n))
+		var nf *backup.NotFoundError
+		if errors.As(err, &nf) {
+			missing = append(missing, err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		v, err := a.backupView(ctx, r, true)
+		if err != nil {
+			return err
+		}
+		views = append(views, v)
+	}
+	if out != "table" {
+		if views == nil {
+			views = []*backupView{}
+		}
+		if err := printStructured(a.s.Out, out, views); err != nil {
+			return err
+		}
+	} else {
+		for i, v := range views {
+			if i > 0 {
+				fmt.Fprintln(a.s.Out)
+			}
+			a.printBackup(v)
+		}
+	}
+	return errors.Join(missing...)
+}

@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/storageloc"
+	"github.com/lethehq/lethe/internal/termtext"
+)
+
+// locationView is the JSON and YAML shape of a storage location.
+type locationView struct {
+	Kind     string `json:"kind"` // always "BackupStorageLocation"
+	Name     string `json:"name"`
+	URL      string `json:"url"`
+	Default  bool   `json:"default"`
+	ReadOnly bool   `json:"readOnly"`
+	// Phase, LastCheckTime and LastError are this command's own check,
+	// made now: unknown is never shown as available.
+	Phase         string     `json:"phase"`
+	LastCheckTime time.Time  `json:"lastCheckTime"`
+	LastError     string     `json:"lastError,omitempty"`
+	Backups       int        `json:"backups"`
+	LastSyncTime  *time.Time `json:"lastSyncTime,omitempty"`
+}
+
+func newLocationCmd(a *app) *cobra.Command {
+	c := groupCmd(&cobra.Command{
+		Use:     "location",
+		Aliases: []string{"locations", "backup-location"},
+		Short:   "Show the backup storage locations (--location, or --storage as the one named default)",
+		Long: `Storage locations are declared with --location NAME=URL[,default][,readOnly]
+(repeatable, or the config file's location: list); --storage URL is the
+shortcut for one location named default. Credentials come from the
+environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...), never from the command
+line: a URL that carries them is refused.
+
+list and get check each location now: Available when it answers, else
+Unavailable with the error. They show how many backups of the catalog are
+in it, and when a sync (lethe server, or lethe backup sync) last read it.
+A read-only location is synced, but nothing is deleted from it.`,
+	})
+	c.AddCommand(newLocationListCmd(a), newLocationGetCmd(a))
+	return c
+}
+
+func newLocationListCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the storage locations with their phase, backups and last sync",
+		Example: `  lethe location list
+  lethe location list -o json`,
+		Args: exactArgs(0, ""),
+	}
+	out := outputFlag(c, "table")
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		set, err := a.locationSet()
+		if err != nil {
+			return err
+		}
+		views, err := a.locationViews(cmd.Context(), set)
+		if err != nil {
+			return err
+		}
+		return a.printLocations(*out, views)
+	}
+	return c
+}
+
+func newLocationGetCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "get NAME...",
+		Short: "Show storage locations by name",
+		Example: `  lethe location get default
+  lethe location get default archive -o yaml`,
+		Args: cobra.MinimumNArgs(1),
+	}
+	out := outputFlag(c, "table")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		set, err := a.locationSet()
+		if err != nil {
+			return err
+		}
+		var pick storageloc.Set
+		for _, n := range args {
+			l, ok := set.Named(n)
+			if !ok {
+				return exitCodeError{exitNotFound, fmt.Errorf("no storage location is named %s", termtext.Quote(n))}
+			}
+			pick = append(pick, l)
+		}
+		views, err := a.locationViews(cmd.Context(), pick)
+		if err != nil {
+			return err
+		}
+		if *out != "table" && len(views) == 1 {
+			return printStructured(a.s.Out, *out, views[0])
+		}
+		return a.printLocations(*out, views)
+	}
+	return c
+}
+
+func (a *app) locationViews(ctx context.Context, set storageloc.Set) ([]*locationView, error) {
+	st, err := a.catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	locs, err := a.storageLocations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	all, err := a.locationSet()
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	rs, err := listAll(ctx, st, catalog.ListOptions{Kind: backup.Kind})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rs {
+		b, err := backup.FromResource(r)
+		if err != nil {
+			continue
+		}
+		name := b.Spec.Location
+		if name == "" {
+			if l, ok := all.ByURL(b.Spec.StorageLocation); ok {
+				name = l.Name
+			}
+		}
+		counts[name]++
+	}
+	var out []*locationView
+	for _, l := range set {
+		v := &locationView{Kind: storageloc.Kind, Name: l.Name, URL: l.URL, Default: l.Default, ReadOnly: l.ReadOnly,
+			Phase: storageloc.PhaseAvailable, LastCheckTime: time.Now().UTC().Truncate(time.Second), Backups: counts[l.Name]}
+		if _, err := storageloc.Check(ctx, locs, l); err != nil {
+			v.Phase, v.LastError = storageloc.PhaseUnavailable, err.Error()
+		}
+		s, err := storageloc.Load(ctx, st, l.Name)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			v.LastSyncTime = s.LastSyncTime
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (a *app) printLocations(out string, views []*locationView) error {
+	if out != "table" {
+		if views == nil {
+			views = []*locationView{}
+		}
+		return printStructured(a.s.Out, out, views)
+	}
+	t := newTable(a.s.Out, "NAME", "PHASE", "URL", "ACCESS", "DEFAULT", "BACKUPS", "LAST SYNCED", "ERROR")
+	for _, v := range views {
+		access, def, synced := "ReadWrite", "", "never"
+		if v.ReadOnly {
+			access = "ReadOnly"
+		}
+		if v.Default {
+			def = "yes"
+		}
+		if v.LastSyncTime != nil {
+			synced = human(time.Since(*v.LastSyncTime)) + " ago"
+		}
+		t.row(termtext.Quote(v.Name), v.Phase, termtext.Quote(v.URL), access, def, fmt.Sprint(v.Backups), synced, termtext.Quote(v.LastError))
+	}
+	return t.flush()
+}

@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/velero/velerotest"
+)
+
+type locationJSON struct {
+	Kind          string
+	Name          string
+	URL           string
+	Default       bool
+	ReadOnly      bool
+	Phase         string
+	LastError     string
+	Backups       int
+	LastSyncTime  *string
+	LastCheckTime string
+}
+
+func (e *env) locations() map[string]locationJSON {
+	e.t.Helper()
+	r := e.ok("location", "list", "-o", "json")
+	var ls []locationJSON
+	require.NoError(e.t, json.Unmarshal([]byte(r.stdout), &ls), "%s", r)
+	out := map[string]locationJSON{}
+	for _, l := range ls {
+		out[l.Name] = l
+	}
+	return out
+}
+
+// TestNamedLocationsSyncEachAndRefuseDeletingFromAReadOnlyOne is issue 24
+// point 1 through the binary: two named locations (LETHE_LOCATIONS, as
+// the config file's location list), each synced by one `backup sync`;
+// each backup records its location by name; `location list` shows each
+// one's phase, backups and last sync; a backup in the read-only location
+// is refused deletion with one line (exit 5) and nothing changes; a
+// location that disappears is Unavailable with its error, concludes
+// nothing, and the other is still synced.
+func TestNamedLocationsSyncEachAndRefuseDeletingFromAReadOnlyOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pluginNoop)
+	main, archive := filepath.Join(e.home, "main"), filepath.Join(e.home, "archive")
+	for _, d := range []string{main, archive} {
+		require.NoError(t, os.MkdirAll(d, 0o750))
+	}
+	e.extra = append(e.extra, "LETHE_LOCATIONS=primary=file://"+main+",default\narchive=file://"+archive+",readOnly")
+	require.NoError(t, velerotest.WriteDir(main, velerotest.Backup("in-main")))
+	require.NoError(t, velerotest.WriteDir(archive, velerotest.Backup("in-archive")))
+
+	ls := e.locations()
+	require.Equal(t, "Available", ls["primary"].Phase)
+	require.True(t, ls["primary"].Default)
+	require.True(t, ls["archive"].ReadOnly)
+	require.Nil(t, ls["archive"].LastSyncTime, "never synced yet")
+
+	r := e.ok("backup", "sync", "-o", "json")
+	var res []struct{ Name, Action, Location string }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), "%s", r)
+	got := map[string]string{}
+	for _, x := range res {
+		got[x.Name] = x.Action + "@" + x.Location
+	}
+	require.Equal(t, map[string]string{"in-main": "imported@primary", "in-archive": "imported@archive"}, got)
+	var b struct {
+		Spec struct{ Location, StorageLocation string }
+	}
+	out := e.ok("backup", "get", "in-archive", "-o", "json")
+	require.NoError(t, json.Unmarshal([]byte(out.stdout), &b))
+	require.Equal(t, "archive", b.Spec.Location)
+	require.Equal(t, "file://"+archive, b.Spec.StorageLocation)
+	ls = e.locations()
+	require.Equal(t, 1, ls["primary"].Backups)
+	require.Equal(t, 1, ls["archive"].Backups)
+	require.NotNil(t, ls["archive"].LastSyncTime)
+
+	// Read-only: refused with one line, exit 5, nothing changed.
+	before := treeDigest(t, archive)
+	for _, args := range [][]string{{"--yes"}, {"--yes", "--async"}, {"--yes", "--abandon"}} {
+		r := e.run(append([]string{"backup", "delete", "in-archive"}, args...)...)
+		require.Equal(t, 5, r.code, "%v %s", args, r)
+		requireOneErrorLine(t, r, "is in the read-only storage location")
+		require.Equal(t, "Active", e.get("in-archive").Phase)
+	}
+	require.Equal(t, before, treeDigest(t, archive))
+	e.ok("backup", "delete", "in-main", "--yes")
+	e.requirePurged("in-main")
+
+	// The archive disappears: Unavailable, nothing concluded; the primary
+	// is still synced.
+	require.NoError(t, os.Rename(archive, archive+".away"))
+	require.NoError(t, velerotest.WriteDir(main, velerotest.Backup("later")))
+	r = e.run("backup", "sync")
+	require.Equal(t, 1, r.code, "%s", r)
+	require.Contains(t, r.stderr, "location archive")
+	require.Regexp(t, `later\s+primary\s+imported`, r.stdout)
+	l := e.locations()["archive"]
+	require.Equal(t, "Unavailable", l.Phase)
+	require.Contains(t, l.LastError, "does not exist")
+	require.Empty(t, e.conditions("in-archive"), "nothing concluded from an unavailable location")
+
+	r = e.run("location", "get", "nope")
+	require.Equal(t, 4, r.code, "%s", r)
+	r = e.run("location", "list", "--location", "x=file:///tmp,default", "--storage", "file:///tmp/y")
+	require.Equal(t, 2, r.code, "%s", r)
+	r = e.run("location", "list", "--location", "x=s3://KEY:hunter2@bucket")
+	require.Equal(t, 2, r.code, "%s", r)
+	require.NotContains(t, r.stderr, "hunter2")
+}
+
+// TestDeletionWaitsForAnUnavailableLocation: the server parks a deletion
+// whose storage location cannot be read (condition LocationUnavailable):
+// no plugin runs, the backup stays Deleting, no retry row is charged an
+// attempt; once the location is back, the deletion resumes and purges.
+func TestDeletionWaitsForAnUnavailableLocation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pluginRecorder)
+	main, far := filepath.Join(e.home, "main"), filepath.Join(e.home, "far")
+	for _, d := range []string{main, far} {
+		require.NoError(t, os.MkdirAll(d, 0o750))
+	}
+	e.extra = append(e.extra, "LETHE_LOCATIONS=main=file://"+main+",default\nfar=file://"+far)
+	require.NoError(t, velerotest.WriteDir(far, velerotest.Backup("away")))
+	e.ok("backup", "sync")
+	e.ok("backup", "delete", "away", "--yes", "--async")
+	require.NoError(t, os.Rename(far, far+".gone"))
+
+	e.ok("plugin", "lock")
+	p := e.startLong(3*time.Minute, "server", "--sync-interval", "0", "--metrics-addr", freePort(t))
+	eventually(t, p, 60*time.Second, "the deletion is parked with LocationUnavailable", func() bool {
+		return strings.HasPrefix(e.conditions("away")["LocationUnavailable"], "True ")
+	})
+	require.Contains(t, e.conditions("away")["LocationUnavailable"], "the folder does not exist")
+	require.Equal(t, "Deleting", e.get("away").Phase)
+	require.Zero(t, fileSize(e.record), "no plugin ran while the location was unavailable")
+	rows := e.ok("retry", "list", "-o", "json").stdout
+	require.NotContains(t, rows, `"attempts"`, "nothing failed, nothing charged: %s", rows)
+
+	// Back: the deletion resumes (an explicit delete claims it at once,
+	// as the daemon would at its next look).
+	require.NoError(t, os.Rename(far+".gone", far))
+	e.ok("backup", "delete", "away", "--yes")
+	e.requirePurged("away")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	res := p.wait(t)
+	require.Equal(t, 0, res.code, "%s", res)
+	require.Contains(t, res.stderr, "deletion parked: its storage location is unavailable")
+}

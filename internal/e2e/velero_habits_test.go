@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBackupGetListsWithNoNameAndShowsEachOfSeveral is issue 24 point 8,
+// as `velero backup get`: no name lists every backup, several names show
+// each in the order given, and a name not in the catalog is reported
+// after the others are shown (exit 4).
+func TestBackupGetListsWithNoNameAndShowsEachOfSeveral(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pluginNoop)
+	e.create("one", 2)
+	e.create("two", 3)
+	r := e.ok("backup", "get")
+	require.Regexp(t, `(?s)NAME.*one\s+Active.*two\s+Active`, r.stdout)
+	var all []backupJSON
+	require.NoError(t, json.Unmarshal([]byte(e.ok("backup", "get", "-o", "json").stdout), &all))
+	require.Len(t, all, 2)
+
+	r = e.ok("backup", "get", "two", "one")
+	require.Regexp(t, `(?s)Name:\s+two.*Name:\s+one`, r.stdout)
+	var some []backupJSON
+	require.NoError(t, json.Unmarshal([]byte(e.ok("backup", "get", "two", "one", "-o", "json").stdout), &some))
+	require.Equal(t, "two", some[0].Name)
+	require.Equal(t, "one", some[1].Name)
+
+	r = e.run("backup", "get", "one", "nope", "two")
+	require.Equal(t, 4, r.code, "%s", r)
+	require.Regexp(t, `(?s)Name:\s+one.*Name:\s+two`, r.stdout)
+	require.Equal(t, "Error: backup \"nope\" not found\n", r.stderr, "%s", r)
+}
+
+// TestPluginLockOnAFreshHomeWithOnlyVeleroPlugins: a Velero user's first
+// step, a home with velero-plugins/ and nothing else, pins the Velero
+// plugins and exits 0.
+func TestPluginLockOnAFreshHomeWithOnlyVeleroPlugins(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	require.NoError(t, os.RemoveAll(e.pluginDir()))
+	velero := filepath.Join(e.home, "velero-plugins")
+	require.NoError(t, os.MkdirAll(velero, 0o750))
+	copyFile(t, filepath.Join(bin, pluginNoop), filepath.Join(velero, "velero-plugin-example"), 0o750)
+	r := e.ok("plugin", "lock")
+	require.Contains(t, r.stdout, "velero-plugin-example")
+	require.Contains(t, r.stdout, "1 Velero plugin binaries pinned")
+	require.FileExists(t, filepath.Join(velero, "lethe-plugins.lock"))
+	r = e.ok("plugin", "lock")
+	require.Contains(t, r.stdout, "unchanged")
+}
