@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
+
+	"github.com/lethehq/lethe/internal/pluginhost"
 )
 
 // The config file holds settings under the names of their flags, e.g.
@@ -129,6 +131,13 @@ func applyConfig(root, cmd *cobra.Command, getenv func(string) string) error {
 	}
 	if err != nil {
 		return usageError{fmt.Errorf("config file: %w", err)}
+	}
+	// The file names the plugins' environment, the lock and the catalog:
+	// someone who may change it may change what Lethe runs. It gets the
+	// plugin folder's rule (sshd's), checked after the read so that a
+	// missing file is still reported as missing.
+	if err := pluginhost.CheckTrusted("config file", path); err != nil {
+		return err
 	}
 	settings, err := parseConfig(b)
 	if err != nil {

@@ -126,3 +126,33 @@ func TestEveryServerFlagIsAConfigKey(t *testing.T) {
 	require.Equal(t, exitUsage, code, stderr)
 	require.Contains(t, stderr, `LETHE_RETENTION_INTERVAL="soon"`)
 }
+
+// TestConfigFileOthersCanWriteIsRefused: the config file names the
+// plugins' environment, the lock and the catalog, so it gets the plugin
+// folder's rule: a file or a folder above it that group or others may
+// write is refused, in one line, before any setting is used.
+func TestConfigFileOthersCanWriteIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	p := filepath.Join(dir, "c.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("store: sqlite://"+filepath.Join(dir, "x.db")+"\n"), 0o600))
+	require.NoError(t, os.Chmod(p, 0o666))
+	code, out, stderr := runEnv(t, map[string]string{"LETHE_HOME": home}, "backup", "list", "--config", p)
+	require.Equal(t, exitError, code, stderr)
+	require.Empty(t, out)
+	require.Contains(t, stderr, "config file "+p+": "+p+" is world-writable")
+	require.NoFileExists(t, filepath.Join(dir, "x.db"), "no setting of the file was used")
+
+	require.NoError(t, os.Chmod(p, 0o644))
+	code, _, stderr = runEnv(t, map[string]string{"LETHE_HOME": home}, "backup", "list", "--config", p)
+	require.Equal(t, 0, code, stderr)
+
+	sub := filepath.Join(dir, "shared")
+	require.NoError(t, os.Mkdir(sub, 0o700))
+	require.NoError(t, os.Chmod(sub, 0o770))
+	q := filepath.Join(sub, "c.yaml")
+	require.NoError(t, os.WriteFile(q, []byte("log-format: json\n"), 0o600))
+	code, _, stderr = runEnv(t, map[string]string{"LETHE_HOME": home}, "backup", "list", "--config", q)
+	require.Equal(t, exitError, code, stderr)
+	require.Contains(t, stderr, sub+" is group-writable")
+}

@@ -131,3 +131,13 @@ func splitPath(p string) []string {
 	}
 	return out
 }
+
+// CheckTrusted checks path with sshd's rule, as the plugin folder is
+// checked (see checkTrusted), for another file whose contents decide what
+// Lethe runs, such as the config file: what names the plugins' environment
+// must be no easier to change than the plugins themselves. what names the
+// file in the error, a *TrustError.
+func CheckTrusted(what, path string) error {
+	_, err := checkTrusted(what, path)
+	return err
+}
