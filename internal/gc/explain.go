@@ -104,13 +104,28 @@ func (c *Collector) Explain(ctx context.Context, k catalog.Key) (*Explanation, e
 	if err != nil {
 		return nil, err
 	}
-	return c.explain(ctx, r, nil, 0, map[string]bool{})
+	return c.explain(ctx, r, nil, 0, newExplainState())
 }
 
-// relation says how a parent waits for a child.
-// said holds the cycles the tree has printed already: each is printed
-// once.
-func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []string, depth int, said map[string]bool) (*Explanation, error) {
+// explainState is what one tree remembers while it is built.
+type explainState struct {
+	// said holds the cycles the tree has printed already: each is printed
+	// once.
+	said map[string]bool
+	// done holds the resources explained already, by UID: a resource that
+	// several parents wait for (a diamond of owners) is explained once and
+	// named again below the others, so that the tree grows with the graph,
+	// not with the number of paths through it (which doubles with each
+	// layer of a diamond).
+	done map[string]*Explanation
+}
+
+func newExplainState() *explainState {
+	return &explainState{said: map[string]bool{}, done: map[string]*Explanation{}}
+}
+
+// explain explains r, reached through path (the UIDs above it).
+func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []string, depth int, st *explainState) (*Explanation, error) {
 	e := &Explanation{Resource: r.Key(), Phase: r.Phase, Finalizers: r.Finalizers, WaitingFor: []*Explanation{}}
 	if slices.Contains(path, r.UID) {
 		e.Reason = "cycle: " + r.Key().String() + " is already waiting further up this tree"
@@ -129,13 +144,19 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		}
 		return e, nil
 	}
+	if prev, ok := st.done[r.UID]; ok {
+		e.Reason = "explained above"
+		e.Stuck = prev.Stuck
+		return e, nil
+	}
+	defer func() { st.done[r.UID] = e }()
 	var reasons []string
 	// A cycle is said first, and once in the tree: where it is met first.
 	if cond := stuckCondition(r); cond != nil && cond.Reason == ReasonCycle {
-		if said[cond.Message] {
+		if st.said[cond.Message] {
 			reasons = append(reasons, "on the cycle above")
 		} else {
-			said[cond.Message] = true
+			st.said[cond.Message] = true
 			reasons = append(reasons, cond.Message)
 		}
 	}
@@ -148,7 +169,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 			ce = &Explanation{Resource: child.Key(), Phase: child.Phase, Reason: "(deeper levels not shown)", WaitingFor: []*Explanation{}}
 		} else {
 			var err error
-			if ce, err = c.explain(ctx, child, path, depth+1, said); err != nil {
+			if ce, err = c.explain(ctx, child, path, depth+1, st); err != nil {
 				return err
 			}
 		}
@@ -306,7 +327,7 @@ func writeTree(w io.Writer, e *Explanation, first, rest string) error {
 // holding a cascade reference to it that are still Deleting.
 func (c *Collector) explainPurged(ctx context.Context, k catalog.Key, ts *catalog.Tombstone) (*Explanation, error) {
 	e := &Explanation{Resource: k, Phase: catalog.PhasePurged, Reason: "purged at " + ts.PurgedAt.Format("2006-01-02T15:04:05Z07:00") + " by " + ts.Actor, WaitingFor: []*Explanation{}}
-	said := map[string]bool{}
+	st := newExplainState()
 	var left []*catalog.Resource
 	var why []string
 	if ts.UID != "" {
@@ -337,7 +358,7 @@ func (c *Collector) explainPurged(ctx context.Context, k catalog.Key, ts *catalo
 		if len(e.WaitingFor) >= maxExplainChildren {
 			break
 		}
-		ce, err := c.explain(ctx, x, nil, 1, said)
+		ce, err := c.explain(ctx, x, nil, 1, st)
 		if err != nil {
 			return nil, err
 		}
