@@ -106,6 +106,13 @@ func (f *sockFolder) open(name string) (int, error) {
 		_ = unix.Close(fd)
 		return -1, errors.New("not a socket")
 	}
+	// A socket a plugin bound has one name. A second one is a hard link
+	// the plugin made to a socket elsewhere (someone else's), which
+	// O_NOFOLLOW does not see.
+	if st.Nlink != 1 {
+		_ = unix.Close(fd)
+		return -1, fmt.Errorf("a socket with %d names (a hard link to a socket elsewhere)", st.Nlink)
+	}
 	return fd, nil
 }
 

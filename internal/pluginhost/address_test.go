@@ -51,20 +51,21 @@ func listenVictims(t *testing.T) *victims {
 // TestPluginAddressOutsideItsSocketFolderIsRefused is issue 23 point 4: a
 // plugin's handshake line may name only a Unix socket directly inside the
 // socket folder Lethe made for that plugin process. A TCP address, another
-// socket, a path that climbs out with "..", and a symlink in its own
-// folder to another socket each fail the plugin's start with one line, and
+// socket, a path that climbs out with "..", and a symlink or a hard link in
+// its own folder to another socket each fail the plugin's start with one line, and
 // the socket they name receives no connection; with Lethe's protocol (mTLS
 // on and off) and with Velero's.
 func TestPluginAddressOutsideItsSocketFolderIsRefused(t *testing.T) {
 	v := listenVictims(t)
 	cases := []struct {
 		name, network, addr string
-		symlink             bool
+		link                string // "-symlink" or "-hardlink": {dir}/link to the victim
 	}{
-		{"tcp", "tcp", v.tcp, false},
-		{"another socket", "unix", v.unix, false},
-		{"climbing out", "unix", "{dir}/../../.." + v.unix, false},
-		{"symlink in its own folder", "unix", "{dir}/link", true},
+		{"tcp", "tcp", v.tcp, ""},
+		{"another socket", "unix", v.unix, ""},
+		{"climbing out", "unix", "{dir}/../../.." + v.unix, ""},
+		{"symlink in its own folder", "unix", "{dir}/link", "-symlink"},
+		{"hard link in its own folder", "unix", "{dir}/link", "-hardlink"},
 	}
 	protocols := []struct {
 		name    string
@@ -81,8 +82,8 @@ func TestPluginAddressOutsideItsSocketFolderIsRefused(t *testing.T) {
 			t.Run(proto.name+"/"+c.name, func(t *testing.T) {
 				dir, vdir := pluginDir(t), pluginDir(t)
 				args := []string{"-handshake='1|" + strconv.Itoa(proto.version) + "|" + c.network + "|" + c.addr + "|grpc|'"}
-				if c.symlink {
-					args = append(args, "-symlink="+v.unix)
+				if c.link != "" {
+					args = append(args, c.link+"="+v.unix)
 				}
 				cfg := &Config{Dir: dir, DisableAutoMTLS: proto.noMTLS, StartTimeout: 10e9}
 				bin := filepath.Join(dir, "hostile")

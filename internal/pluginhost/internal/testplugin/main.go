@@ -24,7 +24,7 @@
 //
 // -handshake prints that line as its go-plugin handshake, "{dir}" replaced
 // with its socket folder, then waits to be killed; with -symlink it first
-// makes {dir}/link a symlink to that path.
+// makes {dir}/link a symlink to that path (with -hardlink, a hard link).
 //
 // -tls misbehaves in the handshake: "own" serves TLS with a certificate of
 // its own instead of the one the host sent; "line" reads the host's TLS
@@ -78,6 +78,7 @@ func main() {
 	onExit := flag.String("on-exit", "", "create this file once Serve returns (proves deferred code runs)")
 	handshake := flag.String("handshake", "", "print this handshake line ({dir}: the socket folder), then wait")
 	symlink := flag.String("symlink", "", "with -handshake: make {dir}/link a symlink to this path first")
+	hardlink := flag.String("hardlink", "", "with -handshake: make {dir}/link a hard link to this path first")
 	daemon := flag.Bool("daemon", false, "be the daemon: ignore SIGTERM and sleep")
 	forkDaemon := flag.String("fork-daemon", "", "start a daemon, append its pid to this file, and exit")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM and SIGPIPE (with -raw)")
@@ -99,6 +100,12 @@ func main() {
 		dir := os.Getenv("PLUGIN_UNIX_SOCKET_DIR")
 		if *symlink != "" {
 			if err := os.Symlink(*symlink, filepath.Join(dir, "link")); err != nil {
+				fmt.Fprintln(stderr, err)
+				os.Exit(1)
+			}
+		}
+		if *hardlink != "" {
+			if err := os.Link(*hardlink, filepath.Join(dir, "link")); err != nil {
 				fmt.Fprintln(stderr, err)
 				os.Exit(1)
 			}
