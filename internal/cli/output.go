@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -167,6 +168,9 @@ func human(d time.Duration) string {
 	neg := d < 0
 	if neg {
 		d = -d
+		if d < 0 { // the most negative duration has no opposite (time.Sub saturates there)
+			d = math.MaxInt64
+		}
 	}
 	var s string
 	switch {
