@@ -150,8 +150,10 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 	return nil
 }
 
-// backupView is the JSON and YAML shape of a backup.
+// backupView is a backup as the tables show it; its object (-o json|yaml)
+// is object().
 type backupView struct {
+	resource    *catalog.Resource
 	Kind        string                    `json:"kind"` // always "Backup"
 	Name        string                    `json:"name"`
 	UID         string                    `json:"uid"`
@@ -192,7 +194,7 @@ func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool
 		return nil, err
 	}
 	v := &backupView{
-		Kind: backup.Kind, Name: r.Name, UID: r.UID, Phase: r.Phase, Labels: r.Labels, Annotations: r.Annotations,
+		resource: r, Kind: backup.Kind, Name: r.Name, UID: r.UID, Phase: r.Phase, Labels: r.Labels, Annotations: r.Annotations,
 		CreatedAt: b.Created(), Spec: b.Spec, Status: b.Status, DueAt: r.DeletionDueAt,
 		DeletingAt: r.DeletionTimestamp, Finalizers: r.Finalizers, Conditions: r.Conditions,
 	}
@@ -293,11 +295,8 @@ func newBackupListCmd(a *app) *cobra.Command {
 			}
 			views = append(views, v)
 		}
-		if *out != "table" {
-			if views == nil {
-				views = []*backupView{}
-			}
-			return printStructured(a.s.Out, *out, views)
+		if structured(*out) {
+			return printList(a.s.Out, *out, backup.Kind, backupObjects(views))
 		}
 		if len(views) == 0 {
 			fmt.Fprintln(a.s.Out, "No backups. Register one with: lethe backup create NAME --from FILE.tar.gz")
@@ -351,8 +350,8 @@ func newBackupGetCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, v)
+		if structured(*out) {
+			return printObject(a.s.Out, *out, backup.Kind, v.object())
 		}
 		a.printBackup(v)
 		return nil

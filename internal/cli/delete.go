@@ -152,8 +152,8 @@ plugin is installed, or live resources hold block references to the backup
 		}
 		if len(names) == 0 {
 			fmt.Fprintln(a.s.Err, "No backup matches; nothing deleted.")
-			if *out != "table" {
-				return printStructured(a.s.Out, *out, listView{Kind: kindList, Items: []any{}})
+			if structured(*out) {
+				return printList(a.s.Out, *out, kindDeletionReport, []*reportView{})
 			}
 			return nil
 		}
@@ -212,8 +212,8 @@ plugin is installed, or live resources hold block references to the backup
 				if err != nil {
 					return err
 				}
-				if *out != "table" {
-					return printStructured(a.s.Out, *out, planView{Kind: kindDeletionPlan, Plan: plan, Cascade: cascadePlan})
+				if structured(*out) {
+					return printObject(a.s.Out, *out, kindDeletionPlan, planView{Kind: kindDeletionPlan, Plan: plan, Cascade: cascadePlan})
 				}
 				a.printPlan(plan)
 				if cascadePlan != nil {
@@ -253,8 +253,8 @@ plugin is installed, or live resources hold block references to the backup
 		if err != nil {
 			return deleteError(err)
 		}
-		if *out != "table" {
-			if err := printStructured(a.s.Out, *out, newReportView(rep)); err != nil {
+		if structured(*out) {
+			if err := printObject(a.s.Out, *out, kindDeletionReport, newReportView(rep)); err != nil {
 				return err
 			}
 		} else {

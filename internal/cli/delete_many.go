@@ -19,7 +19,6 @@ import (
 const (
 	kindDeletionReport = "DeletionReport"
 	kindDeletionPlan   = "DeletionPlan"
-	kindList           = "List"
 )
 
 // reportView is the JSON and YAML shape of a deletion's report: camelCase,
@@ -68,11 +67,6 @@ type planView struct {
 	Cascade *gc.Plan `json:"cascade,omitempty"`
 }
 
-// listView is a list of results, with its kind.
-type listView struct {
-	Kind  string `json:"kind"`
-	Items []any  `json:"items"`
-}
 
 // deleteTargets resolves the backups a delete names: NAMEs (each must
 // exist), a label selector, or --all. Nothing changes.
@@ -153,12 +147,12 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		}
 	}
 	if dryRun {
-		if out != "table" {
-			l := listView{Kind: kindList, Items: []any{}}
+		if structured(out) {
+			l := []planView{}
 			for _, p := range plans {
-				l.Items = append(l.Items, planView{Kind: kindDeletionPlan, Plan: p})
+				l = append(l, planView{Kind: kindDeletionPlan, Plan: p})
 			}
-			return printStructured(a.s.Out, out, l)
+			return printList(a.s.Out, out, kindDeletionPlan, l)
 		}
 		for i, p := range plans {
 			if i > 0 {
@@ -190,7 +184,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 	var errs []error
 	var waiting []string
 	incomplete := false
-	l := listView{Kind: kindList, Items: []any{}}
+	l := []*reportView{}
 	for i, n := range names {
 		var items int64
 		if plans != nil {
@@ -206,15 +200,15 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 				return err
 			}
 			errs = append(errs, fmt.Errorf("backup %s: %w", termtext.Quote(n), deleteError(err)))
-			if out != "table" {
-				l.Items = append(l.Items, &reportView{Kind: kindDeletionReport, Backup: n, Error: err.Error()})
+			if structured(out) {
+				l = append(l, &reportView{Kind: kindDeletionReport, Backup: n, Error: err.Error()})
 			} else {
 				fmt.Fprintf(a.s.Err, "backup %s: %s\n", termtext.Quote(n), termtext.Quote(err.Error()))
 			}
 			continue
 		}
-		if out != "table" {
-			l.Items = append(l.Items, newReportView(rep))
+		if structured(out) {
+			l = append(l, newReportView(rep))
 		} else {
 			a.printReport(rep)
 		}
@@ -226,7 +220,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 	// Those waiting on their cascade: the collector runs here, as for
 	// one backup (--wait).
 	for _, n := range waiting {
-		if opts.Async || out != "table" {
+		if opts.Async || structured(out) {
 			break
 		}
 		err := a.driveBackup(ctx, n, out)
@@ -236,8 +230,8 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 			return err
 		}
 	}
-	if out != "table" {
-		if err := printStructured(a.s.Out, out, l); err != nil {
+	if structured(out) {
+		if err := printList(a.s.Out, out, kindDeletionReport, l); err != nil {
 			return err
 		}
 	}

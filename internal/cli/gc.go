@@ -199,6 +199,9 @@ block reference from outside the set changes nothing.`,
 		if err != nil {
 			return err
 		}
+		if k.Kind, err = a.kindOf(cmd.Context(), k.Kind); err != nil {
+			return err
+		}
 		ctx := cmd.Context()
 		if k.Kind == backup.Kind {
 			return a.deleteBackup(cmd, k, prop, backupFlags{dryRun: dryRun, yes: yes, wait: wait, force: force, noPlugins: noPlugins}, *out)
@@ -286,8 +289,8 @@ func (a *app) driveGC(ctx context.Context, col *gc.Collector, k catalog.Key, uid
 		if err != nil {
 			return err
 		}
-		if out != "table" {
-			if err := printStructured(a.s.Out, out, map[string]any{"resource": k, "result": "stuck", "explanation": e}); err != nil {
+		if structured(out) {
+			if err := printObject(a.s.Out, out, kindDeletionResult, deletionResultView{Resource: k, Result: "stuck", Explanation: e}); err != nil {
 				return err
 			}
 		} else {
@@ -302,12 +305,8 @@ func (a *app) driveGC(ctx context.Context, col *gc.Collector, k catalog.Key, uid
 }
 
 func (a *app) gcResult(k catalog.Key, result, note, out string) error {
-	if out != "table" {
-		m := map[string]any{"resource": k, "result": result}
-		if note != "" {
-			m["note"] = note
-		}
-		return printStructured(a.s.Out, out, m)
+	if structured(out) {
+		return printObject(a.s.Out, out, kindDeletionResult, deletionResultView{Resource: k, Result: result, Note: note})
 	}
 	line := keyText(k) + ": " + result
 	if note != "" {
@@ -328,8 +327,8 @@ func planSummary(p *gc.Plan) string {
 }
 
 func (a *app) printGCPlan(p *gc.Plan, out string) error {
-	if out != "table" {
-		return printStructured(a.s.Out, out, p)
+	if structured(out) {
+		return printObject(a.s.Out, out, kindCascadePlan, p)
 	}
 	fmt.Fprintf(a.s.Out, "Deleting %s (%s) would: %s. Nothing was changed.\n\n", keyText(p.Root), p.Propagation, planSummary(p))
 	t := newTable(a.s.Out, "ACTION", "RESOURCE", "PHASE", "PLUGINS", "WHY")
@@ -355,8 +354,10 @@ not finished with it, user finalizers. A branch marked [stuck] waits on
 something that is not itself being deleted (an Active referrer, a finalizer
 nobody removes, a plugin that keeps blocking, a cycle).
 
--o json has a stable schema: {"resource": {"kind","namespace","name"},
-"phase", "reason", "finalizers", "stuck", "waitingFor": [ ...same shape... ]}.`,
+-o json has a stable schema (docs/output.md): {"apiVersion": "lethe.io/v1",
+"kind": "Explanation", "resource": {"kind","namespace","name"}, "phase",
+"reason", "finalizers", "stuck", "retries", "waitingFor": [ ...the same
+shape, without apiVersion and kind... ]}.`,
 		Example: `  lethe explain Volume c -n prod
   lethe explain Schedule nightly -n prod -o json`,
 		Args: exactArgs(2, "KIND and NAME"),
@@ -369,6 +370,9 @@ nobody removes, a plugin that keeps blocking, a cycle).
 		}
 		k, err := resourceKey(args[0], args[1], ns)
 		if err != nil {
+			return err
+		}
+		if k.Kind, err = a.kindOf(cmd.Context(), k.Kind); err != nil {
 			return err
 		}
 		st, err := a.catalog(cmd.Context())
@@ -389,8 +393,8 @@ nobody removes, a plugin that keeps blocking, a cycle).
 		if err != nil {
 			return gcError(err)
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, e)
+		if structured(*out) {
+			return printObject(a.s.Out, *out, kindExplanation, e)
 		}
 		return gc.WriteTree(a.s.Out, e)
 	}
@@ -417,6 +421,9 @@ finalizer, a Lethe finalizer), 4 no such resource.`,
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		k, err := resourceKey(args[0], args[1], ns)
 		if err != nil {
+			return err
+		}
+		if k.Kind, err = a.kindOf(cmd.Context(), k.Kind); err != nil {
 			return err
 		}
 		st, err := a.catalog(cmd.Context())

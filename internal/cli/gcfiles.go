@@ -73,8 +73,8 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 		}
 	}
 	if dryRun {
-		if out != "table" {
-			return printStructured(a.s.Out, out, map[string]any{"plans": plans})
+		if structured(out) {
+			return printList(a.s.Out, out, kindCascadePlan, plans)
 		}
 		for i, p := range plans {
 			if i > 0 {
@@ -153,8 +153,8 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 	for _, k := range keys {
 		list = append(list, results[k])
 	}
-	if out != "table" {
-		if err := printStructured(a.s.Out, out, map[string]any{"results": list}); err != nil {
+	if structured(out) {
+		if err := printList(a.s.Out, out, kindDeletionResult, list); err != nil {
 			return err
 		}
 	} else {

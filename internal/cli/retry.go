@@ -285,8 +285,8 @@ func newRetryListCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, retryListView{Items: nonNil(rows)})
+		if structured(*out) {
+			return printList(a.s.Out, *out, kindRetryItem, retryItems(rows))
 		}
 		if len(rows) == 0 {
 			fmt.Fprintln(a.s.Out, "The retry queue is empty.")
@@ -303,16 +303,28 @@ func newRetryListCmd(a *app) *cobra.Command {
 	return c
 }
 
-// retryListView is the -o json|yaml shape of `retry list`.
-type retryListView struct {
-	Items []*catalog.RetryRow `json:"items"`
+// kindRetryItem is the kind of a row of the retry queue as -o json|yaml
+// prints it; what the row is (BackupItem, Resource, Wait) is its type.
+const kindRetryItem = "RetryItem"
+
+// retryItemView is a row of the retry queue: the row's own kind field is
+// printed as type.
+type retryItemView struct {
+	*catalog.RetryRow
+	Kind string `json:"kind"` // always RetryItem; hides the row's kind
+	Type string `json:"type"` // BackupItem, Resource or Wait
 }
 
-func nonNil(rows []*catalog.RetryRow) []*catalog.RetryRow {
-	if rows == nil {
-		return []*catalog.RetryRow{}
+func retryItem(r *catalog.RetryRow) retryItemView {
+	return retryItemView{RetryRow: r, Kind: kindRetryItem, Type: r.Kind}
+}
+
+func retryItems(rows []*catalog.RetryRow) []retryItemView {
+	out := make([]retryItemView, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, retryItem(r))
 	}
-	return rows
+	return out
 }
 
 func nextText(r *catalog.RetryRow, now time.Time) string {
@@ -366,8 +378,8 @@ func newRetryGetCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, r)
+		if structured(*out) {
+			return printObject(a.s.Out, *out, kindRetryItem, retryItem(r))
 		}
 		a.printRetry(r)
 		return nil
@@ -417,10 +429,11 @@ func ownerOf(key string) catalog.Key {
 	return catalog.Key{Name: key}
 }
 
-// retryActionView is the -o json|yaml shape of `retry now` and `retry discard`.
+// retryActionView is the -o json|yaml shape of `retry now` and `retry
+// discard`: a RetryItemList with dryRun.
 type retryActionView struct {
-	DryRun bool                `json:"dryRun"`
-	Items  []*catalog.RetryRow `json:"items"`
+	DryRun bool     `json:"dryRun"`
+	Items  []object `json:"items"`
 }
 
 func newRetryNowCmd(a *app) *cobra.Command {
@@ -523,22 +536,26 @@ func (a *app) retryAction(cmd *cobra.Command, args []string, all bool, state str
 		}
 		ids = []int64{id}
 	}
-	view := retryActionView{DryRun: dryRun, Items: []*catalog.RetryRow{}}
+	var rows []*catalog.RetryRow
 	for _, id := range ids {
 		r, err := do(ctx, q, id)
 		if err != nil {
 			return err
 		}
-		view.Items = append(view.Items, r)
+		rows = append(rows, r)
 	}
-	if out != "table" {
-		return printStructured(a.s.Out, out, view)
+	if structured(out) {
+		items, err := toObjects(kindRetryItem, retryItems(rows))
+		if err != nil {
+			return err
+		}
+		return printObject(a.s.Out, out, kindRetryItem+"List", retryActionView{DryRun: dryRun, Items: items})
 	}
 	prefix := ""
 	if dryRun {
 		prefix = "would be "
 	}
-	for _, r := range view.Items {
+	for _, r := range rows {
 		what := r.Key
 		if r.ItemID != "" {
 			what += " " + r.ItemID
@@ -548,7 +565,7 @@ func (a *app) retryAction(cmd *cobra.Command, args []string, all bool, state str
 		}
 		fmt.Fprintf(a.s.Out, "retry row %d (%s) %s%s\n", r.ID, termtext.Quote(what), prefix, verb)
 	}
-	if len(view.Items) == 0 {
+	if len(rows) == 0 {
 		fmt.Fprintln(a.s.Out, "nothing to do: no row matches")
 	}
 	if dryRun {

@@ -47,8 +47,8 @@ refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 		if err != nil {
 			return err
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, results)
+		if structured(*out) {
+			return printList(a.s.Out, *out, "SyncResult", results)
 		}
 		if len(results) == 0 {
 			fmt.Fprintf(a.s.Out, "No tarballs in %s.\n", termtext.Quote(a.blobs.URL()))

@@ -36,7 +36,7 @@ type Explanation struct {
 // says (after `retry now` too).
 type RetryInfo struct {
 	ID            int64              `json:"id"`
-	Kind          string             `json:"kind"`
+	Kind          string             `json:"type"` // the row's type (BackupItem, Resource, Wait)
 	ItemID        string             `json:"itemId,omitempty"`
 	Plugin        string             `json:"plugin,omitempty"`
 	State         catalog.RetryState `json:"state"`
