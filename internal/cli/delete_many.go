@@ -67,7 +67,6 @@ type planView struct {
 	Cascade *gc.Plan `json:"cascade,omitempty"`
 }
 
-
 // deleteTargets resolves the backups a delete names: NAMEs (each must
 // exist), a label selector, or --all. Nothing changes.
 func (a *app) deleteTargets(ctx context.Context, names []string, selector string, all bool) ([]string, error) {
