@@ -152,6 +152,9 @@ plugin is installed, or live resources hold block references to the backup
 		}
 		if len(names) == 0 {
 			fmt.Fprintln(a.s.Err, "No backup matches; nothing deleted.")
+			if structured(*out) && dryRun {
+				return printList(a.s.Out, *out, kindDeletionPlan, []planView{})
+			}
 			if structured(*out) {
 				return printList(a.s.Out, *out, kindDeletionReport, []*reportView{})
 			}

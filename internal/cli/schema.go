@@ -190,8 +190,9 @@ func printFormatted(w io.Writer, format string, o object) error {
 // list, as kubectl's -o name does: the kind in lower case.
 func printNames(w io.Writer, o object) error {
 	var v struct {
-		Kind     string `json:"kind"`
-		Name     string `json:"name"`
+		Kind     string          `json:"kind"`
+		Name     string          `json:"name"`
+		ID       json.RawMessage `json:"id"`
 		Metadata struct {
 			Name string `json:"name"`
 		} `json:"metadata"`
@@ -211,6 +212,9 @@ func printNames(w io.Writer, o object) error {
 	name := v.Metadata.Name
 	if name == "" {
 		name = v.Name
+	}
+	if name == "" && v.ID != nil {
+		name = string(v.ID) // a retry row is named by its id
 	}
 	if name == "" {
 		return exitCodeError{code: 2, err: fmt.Errorf("-o name: a %s has no name; use -o json or -o yaml", v.Kind)}
