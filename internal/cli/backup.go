@@ -303,7 +303,11 @@ func newBackupListCmd(a *app) *cobra.Command {
 			return nil
 		}
 		now := time.Now()
-		t := newTable(a.s.Out, "NAME", "PHASE", "ITEMS", "SIZE", "AGE", "EXPIRES")
+		headers := []string{"NAME", "PHASE", "ITEMS", "SIZE", "AGE", "EXPIRES"}
+		if *out == outWide {
+			headers = append(headers, "LABELS", "LOCATION")
+		}
+		t := newTable(a.s.Out, headers...)
 		for _, v := range views {
 			exp := "never"
 			if v.Spec.ExpiresAt != nil {
@@ -312,7 +316,11 @@ func newBackupListCmd(a *app) *cobra.Command {
 					exp = "expired " + human(now.Sub(*v.Spec.ExpiresAt)) + " ago"
 				}
 			}
-			t.row(termtext.Quote(v.Name), termtext.Quote(v.phaseText(now)), fmt.Sprint(v.Spec.Items), humanBytes(v.Spec.Size), human(now.Sub(v.CreatedAt)), exp)
+			row := []string{termtext.Quote(v.Name), termtext.Quote(v.phaseText(now)), fmt.Sprint(v.Spec.Items), humanBytes(v.Spec.Size), human(now.Sub(v.CreatedAt)), exp}
+			if *out == outWide {
+				row = append(row, dash(joinMap(v.Labels)), termtext.Quote(dash(v.Spec.StorageLocation)))
+			}
+			t.row(row...)
 		}
 		return t.flush()
 	}

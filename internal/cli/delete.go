@@ -537,34 +537,3 @@ func (p *progress) finish() {
 		_ = p.bar.Finish()
 	}
 }
-
-func newBackupUndeleteCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "undelete NAME",
-		Short: "Cancel a scheduled deletion while its grace window is open",
-		Long: `Undelete returns a backup whose deletion is Scheduled to Active. It works
-until the grace window ends, across restarts. Once a deletion is running
-(Deleting), plugins have acted and it can no longer be undone.`,
-		Example: `  lethe backup undelete nightly-0412`,
-		Args:    exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := backup.ValidateName(args[0]); err != nil {
-				return usageError{err}
-			}
-			ctx := cmd.Context()
-			st, err := a.catalog(ctx)
-			if err != nil {
-				return err
-			}
-			_, ttlCleared, err := deletion.Undelete(ctx, st, args[0], time.Now())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.s.Out, "backup %s: scheduled deletion cancelled; it is Active again\n", termtext.Quote(args[0]))
-			if ttlCleared {
-				fmt.Fprintf(a.s.Out, "Its TTL had expired, so it was removed: the backup no longer expires.\n")
-			}
-			return nil
-		},
-	}
-}

@@ -130,8 +130,9 @@ func TestOutputFormats(t *testing.T) {
 		require.Equal(t, a, b, "json and yaml disagree for %v", args)
 	}
 
-	var list []backupJSON
-	both(&list, "backup", "list")
+	var l struct{ Items []backupJSON }
+	both(&l, "backup", "list")
+	list := l.Items
 	require.Len(t, list, 2)
 	byName := map[string]backupJSON{}
 	for _, b := range list {
@@ -159,16 +160,20 @@ func TestOutputFormats(t *testing.T) {
 	require.Equal(t, "Scheduled", one.Phase)
 	require.NotNil(t, one.DueAt)
 
-	var plugins []struct {
-		Name            string `json:"name"`
-		Binary          string `json:"binary"`
-		ProtocolVersion int    `json:"protocolVersion"`
-		Version         string `json:"version"`
-		Selector        string `json:"selector"`
+	var plugins struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Name            string `json:"name"`
+			Binary          string `json:"binary"`
+			ProtocolVersion int    `json:"protocolVersion"`
+			Version         string `json:"version"`
+			Selector        string `json:"selector"`
+		} `json:"items"`
 	}
 	both(&plugins, "plugin", "list")
+	require.Equal(t, "PluginList", plugins.Kind)
 	var got []string
-	for _, p := range plugins {
+	for _, p := range plugins.Items {
 		got = append(got, p.Name)
 		require.NotEmpty(t, p.Version, p.Name)
 		require.Positive(t, p.ProtocolVersion, p.Name)
@@ -177,10 +182,10 @@ func TestOutputFormats(t *testing.T) {
 	}
 	require.Equal(t, []string{"lethe.io/noop", recFirst, recSecond, recPods}, got, "plugins in run order")
 
-	// An empty catalog lists as an empty array, not null.
+	// An empty catalog lists as an empty list, items [] and not null.
 	empty := newEnv(t)
 	r := empty.ok("backup", "list", "-o", "json")
-	require.JSONEq(t, "[]", r.stdout)
+	require.JSONEq(t, `{"apiVersion": "lethe.io/v1", "kind": "BackupList", "items": []}`, r.stdout)
 }
 
 // planJSON is `backup delete --dry-run -o json`.

@@ -166,7 +166,11 @@ func TestSync(t *testing.T) {
 		t.Helper()
 		r := e.ok(append([]string{"backup", "sync", "-o", "json"}, args...)...)
 		var rows []syncRow
-		require.NoError(t, json.Unmarshal([]byte(r.stdout), &rows), "%s", r)
+		for _, it := range listItems(t, r.stdout, "SyncResult") {
+			var row syncRow
+			require.NoError(t, json.Unmarshal(it, &row), "%s", r)
+			rows = append(rows, row)
+		}
 		m := map[string]syncRow{}
 		for _, row := range rows {
 			m[row.Name] = row

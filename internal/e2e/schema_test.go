@@ -198,6 +198,10 @@ func TestOutputNameWideAndJSONPath(t *testing.T) {
 	assert.Contains(t, strings.SplitN(wide, "\n", 2)[0], "UID")
 	assert.Contains(t, wide, "team=db")
 	assert.NotContains(t, strings.SplitN(e.ok("get", "Database").stdout, "\n", 2)[0], "UID")
+	e.create("b1", 1, "--label", "team=db")
+	assert.Contains(t, e.ok("backup", "list", "-o", "wide").stdout, "team=db")
+	assert.NotContains(t, e.ok("backup", "list").stdout, "team=db")
+	assert.Equal(t, "backup/b1\n", e.ok("backup", "list", "-o", "name").stdout)
 	for _, bad := range []string{"jsonpath={.items[", "jsonpath=", "xml"} {
 		r := e.run("get", "Database", "-o", bad)
 		assert.Equal(t, 2, r.code, "%s", r)

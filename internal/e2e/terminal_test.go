@@ -185,11 +185,11 @@ func TestHostileNamesNeverReachTheTerminalRaw(t *testing.T) {
 		// -o json escapes what encoding/json leaves raw, and still says
 		// exactly what the row holds.
 		r = e.ok("get", "Volume", "-o", "json")
-		var got []catalog.Resource
-		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), "%s", r)
 		names := map[string]bool{}
-		for _, g := range got {
-			names[g.Name] = true
+		for _, it := range listItems(t, r.stdout, "Volume") {
+			var g struct{ Metadata struct{ Name string } }
+			require.NoError(t, json.Unmarshal(it, &g), "%s", r)
+			names[g.Metadata.Name] = true
 		}
 		for _, h := range hostile {
 			if utf8.ValidString(h) {
