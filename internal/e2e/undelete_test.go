@@ -84,6 +84,14 @@ spec:
 	assert.Equal(t, "Active", phase("Database", "shop", "orders"))
 	assert.Equal(t, "Active", phase("Bundle", "", "front"))
 
+	// One of them not Scheduled: refused before anything changes.
+	e.ok("delete", "Database", "orders", "-n", "shop", "--yes")
+	r = e.run("undelete", "-f", e.writeFile("two.yaml", "kind: Database\nmetadata: {name: orders, namespace: shop}\n---\nkind: Bundle\nmetadata: {name: front}\n"))
+	assert.Equal(t, 2, r.code, "%s", r)
+	requireOneErrorLine(t, r, "Bundle/front has no deletion scheduled")
+	assert.Equal(t, "Scheduled", phase("Database", "shop", "orders"), "a refused undelete -f changed something")
+	e.ok("undelete", "Database", "orders", "-n", "shop")
+
 	// A backup, through both commands.
 	e.create("b1", 2, "--deletion-delay", "1h")
 	e.ok("backup", "delete", "b1", "--yes")
