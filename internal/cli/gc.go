@@ -418,6 +418,7 @@ finalizer, a Lethe finalizer), 4 no such resource.`,
 		Args:    exactArgs(3, "KIND, NAME and FINALIZER"),
 	}
 	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
+	ignoreNotFound := c.Flags().Bool("ignore-not-found", false, "a resource that does not exist, or was purged, is not an error")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		k, err := resourceKey(args[0], args[1], ns)
 		if err != nil {
@@ -434,6 +435,10 @@ finalizer, a Lethe finalizer), 4 no such resource.`,
 		var fe *gc.FinalizeError
 		if errors.As(err, &fe) {
 			return usageError{err}
+		}
+		if *ignoreNotFound && errors.Is(err, catalog.ErrNotFound) {
+			fmt.Fprintf(a.s.Out, "%s: not found (ignored)\n", keyText(k))
+			return nil
 		}
 		if err != nil {
 			return gcError(err)

@@ -115,6 +115,11 @@ spec:
 	r = e.ok("undelete", "Database", "nope", "-n", "shop", "--ignore-not-found")
 	assert.Contains(t, r.stdout, "not found (ignored)")
 	e.ok("backup", "undelete", "nope", "--ignore-not-found")
+	// finalize takes --ignore-not-found too.
+	r = e.run("finalize", "Database", "nope", "-n", "shop", "example.com/x")
+	assert.Equal(t, 4, r.code, "%s", r)
+	r = e.ok("finalize", "Database", "nope", "-n", "shop", "example.com/x", "--ignore-not-found")
+	assert.Contains(t, r.stdout, "not found (ignored)")
 	r = e.run("undelete", "Database")
 	assert.Equal(t, 2, r.code, "%s", r)
 }
