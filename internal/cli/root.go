@@ -20,6 +20,10 @@ type globals struct {
 	// pluginDirDefault: pluginDir is <home>/plugins, not given by a flag
 	// or LETHE_PLUGIN_DIR; only then is a missing folder created.
 	pluginDirDefault bool
+	// storageDefault: storage is file://<home>/storage, not given; only
+	// then, or with --create-storage, is a missing folder created.
+	storageDefault bool
+	createStorage  bool
 	// veleroPluginDir holds unmodified Velero DeleteItemAction plugins;
 	// veleroPluginDirDefault: it is <home>/velero-plugins, which may be
 	// absent (no Velero plugins), while a folder given must exist.
@@ -78,6 +82,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.pluginDir, "plugin-dir", "", "folder of plugin binaries (env LETHE_PLUGIN_DIR; default <home>/plugins)")
 	pf.StringVar(&g.veleroPluginDir, "velero-plugin-dir", "", "folder of unmodified Velero DeleteItemAction plugin binaries, run beside Lethe's (env LETHE_VELERO_PLUGIN_DIR; default <home>/velero-plugins, if it exists)")
 	pf.StringVar(&g.store, "store", "", "catalog URL: sqlite:///path/to.db or postgres://... (env LETHE_STORE; default sqlite://<home>/lethe.db)")
+	pf.BoolVar(&g.createStorage, "create-storage", false, "create the --storage folder (file://) if it does not exist; without it a missing folder is refused, as a misspelt path")
 	pf.StringVar(&g.storage, "storage", "", "backup storage URL: file:///dir or s3://bucket/prefix?endpoint=... (env LETHE_STORAGE; default file://<home>/storage)")
 	pf.StringVar(&g.config, "config", "", "config `FILE` holding settings under their flag names; flags, then environment variables, win over it (env LETHE_CONFIG; default <home>/config.yaml, if present)")
 	pf.StringVar(&g.logFormat, "log-format", "", "log format: text or json (env LETHE_LOG_FORMAT; default text)")
@@ -194,6 +199,7 @@ func (g *globals) resolve(getenv func(string) string) error {
 		g.store = "sqlite://" + filepath.Join(g.home, "lethe.db")
 	}
 	if g.storage == "" {
+		g.storageDefault = true
 		g.storage = "file://" + filepath.Join(g.home, "storage")
 	}
 	if g.logLevel == "" {

@@ -37,3 +37,33 @@ func TestExampleConfigWorksAsShipped(t *testing.T) {
 	assert.Contains(t, r.stderr, "log-format: given twice")
 	assert.Equal(t, 2, strings.Count(r.stderr, "\n"), "the error and the pointer to --help: %s", r.stderr)
 }
+
+// TestMissingStorageFolderIsRefused: a file:// --storage that does not
+// exist (a typo) is refused, one line, exit 2, nothing registered and no
+// folder created; --create-storage creates it; the default location
+// (<home>/storage) is created as before.
+func TestMissingStorageFolderIsRefused(t *testing.T) {
+	e := newEnv(t)
+	typo := filepath.Join(e.dir, "bakups")
+	tarball := e.writeTarball("b1", 2)
+	for _, args := range [][]string{
+		{"--storage", "file://" + typo, "backup", "sync"},
+		{"--storage", "file://" + typo, "backup", "create", "b1", "--from", tarball},
+	} {
+		r := e.run(args...)
+		assert.Equal(t, 2, r.code, "%s", r)
+		requireOneErrorLine(t, r, "the folder does not exist; check the path, or pass --create-storage")
+		assert.NoDirExists(t, typo)
+	}
+	e.extra = append(e.extra, "LETHE_STORAGE=file://"+typo)
+	r := e.run("backup", "create", "b1", "--from", tarball)
+	assert.Equal(t, 2, r.code, "the environment too: %s", r)
+	assert.NotContains(t, e.ok("backup", "list").stdout, "b1", "nothing registered")
+	e.ok("--create-storage", "backup", "create", "b1", "--from", tarball)
+	assert.FileExists(t, filepath.Join(typo, "backups", "b1", "b1.tar.gz"))
+
+	// The default location is created.
+	d := newEnv(t)
+	d.create("b2", 2)
+	assert.FileExists(t, d.tarballPath("b2"))
+}
