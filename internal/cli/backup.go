@@ -57,16 +57,22 @@ Labels follow Kubernetes' syntax. A gzip tarball is stored as
 backups/NAME/NAME.tar.gz, a zstd one as backups/NAME/NAME.tar.zst, whatever
 the file is called.`,
 		Example: `  lethe backup create nightly-0412 --from ./nightly-0412.tar.gz
-  lethe backup create weekly-17 --from weekly-17.tar.gz --ttl 30d --deletion-delay 24h -l team=db`,
+  lethe backup create weekly-17 --from weekly-17.tar.gz --ttl 30d --deletion-delay 24h --labels team=db,env=prod`,
 		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := registry.Request{Name: args[0], Labels: map[string]string{}, Annotations: map[string]string{}, Source: from}
 			for _, l := range labels {
-				k, v, ok := strings.Cut(l, "=")
-				if !ok || k == "" {
-					return usageError{fmt.Errorf("--label %q: use key=value", l)}
+				// A label value has no comma: a=b,c=d is two labels.
+				for pair := range strings.SplitSeq(l, ",") {
+					k, v, ok := strings.Cut(pair, "=")
+					if !ok || k == "" {
+						return usageError{fmt.Errorf("--labels %s: use key=value[,key=value...]", termtext.Quote(l))}
+					}
+					if _, dup := req.Labels[k]; dup {
+						return usageError{fmt.Errorf("--labels: label %s given twice", termtext.Quote(k))}
+					}
+					req.Labels[k] = v
 				}
-				req.Labels[k] = v
 			}
 			if err := registry.CheckInput(req.Name, req.Labels); err != nil {
 				return usageError{err}
@@ -96,7 +102,10 @@ the file is called.`,
 	c.Flags().StringVar(&from, "from", "", "the backup tarball (Velero layout, .tar.gz or .tar.zst)")
 	c.Flags().StringVar(&ttl, "ttl", "", "time to live, e.g. 720h or 30d; the daemon deletes the backup when it expires (leave out: never expires; 0 is refused)")
 	c.Flags().StringVar(&delay, "deletion-delay", "", "grace window before a requested deletion runs, e.g. 24h (sets the lethe.io/deletion-delay annotation)")
-	c.Flags().StringArrayVarP(&labels, "label", "l", nil, "label key=value in Kubernetes syntax (repeatable)")
+	// -l is -l/--selector wherever it appears; labels are --labels, as
+	// Velero's (a=b,c=d), or --label k=v.
+	c.Flags().StringArrayVar(&labels, "labels", nil, "labels to set, key=value[,key=value...] in Kubernetes syntax (repeatable)")
+	c.Flags().StringArrayVar(&labels, "label", nil, "one label key=value (repeatable); as --labels")
 	return c
 }
 
@@ -281,6 +290,9 @@ func newBackupListCmd(a *app) *cobra.Command {
 		ctx := cmd.Context()
 		st, err := a.catalog(ctx)
 		if err != nil {
+			return err
+		}
+		if err := checkSelector(selector); err != nil {
 			return err
 		}
 		rs, err := listAll(ctx, st, catalog.ListOptions{Kind: backup.Kind, LabelSelector: selector})

@@ -94,9 +94,9 @@ func TestErrorsAreOneLine(t *testing.T) {
 
 func TestGetDescribeAudit(t *testing.T) {
 	home, tarball := newHome(t)
-	code, _, stderr := run(t, home, false, "", "backup", "create", "b1", "--from", tarball, "-l", "team=db")
+	code, _, stderr := run(t, home, false, "", "backup", "create", "b1", "--from", tarball, "--labels", "team=db")
 	require.Equal(t, 0, code, stderr)
-	code, _, stderr = run(t, home, false, "", "backup", "create", "b2", "--from", tarball, "-l", "team=web", "--deletion-delay", "1h")
+	code, _, stderr = run(t, home, false, "", "backup", "create", "b2", "--from", tarball, "--label", "team=web", "--deletion-delay", "1h")
 	require.Equal(t, 0, code, stderr)
 	code, _, stderr = run(t, home, false, "", "backup", "delete", "b2", "--yes")
 	require.Equal(t, 0, code, stderr)

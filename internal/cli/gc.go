@@ -96,7 +96,8 @@ func resourceKey(kind, name, ns string) (catalog.Key, error) {
 	if kind == "" || name == "" {
 		return catalog.Key{}, usageError{errors.New("KIND and NAME must not be empty")}
 	}
-	return catalog.Key{Kind: kindName(kind), Namespace: ns, Name: name}, nil
+	k := catalog.Key{Kind: kindName(kind), Namespace: ns, Name: name}
+	return k, validateKey(k)
 }
 
 func newDeleteCmd(a *app) *cobra.Command {
@@ -429,6 +430,15 @@ finalizer, a Lethe finalizer), 4 no such resource.`,
 		}
 		st, err := a.catalog(cmd.Context())
 		if err != nil {
+			return err
+		}
+		// Missing and purged are said as get says them.
+		if _, err := getResource(cmd.Context(), st, k); err != nil {
+			var nf *backup.NotFoundError
+			if *ignoreNotFound && errors.As(err, &nf) {
+				fmt.Fprintf(a.s.Out, "%s: not found (ignored)\n", keyText(k))
+				return nil
+			}
 			return err
 		}
 		err = gc.Finalize(cmd.Context(), st, k, args[2])

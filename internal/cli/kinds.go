@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/manifest"
@@ -145,4 +148,43 @@ func (a *app) kindOf(ctx context.Context, typed string) (string, error) {
 		return "", err
 	}
 	return resolveKind(ctx, st, typed)
+}
+
+// validateKey refuses (exit 2, for every kind as for backups) a name or
+// namespace that no resource can have, saying which rule it breaks.
+func validateKey(k catalog.Key) error {
+	if k.Kind == backup.Kind {
+		if err := backup.ValidateName(k.Name); err != nil {
+			return usageError{err}
+		}
+	} else if err := nameRule(k.Name, 253, "name", validation.IsDNS1123Subdomain(k.Name),
+		"lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"); err != nil {
+		return err
+	}
+	if k.Namespace != "" {
+		return nameRule(k.Namespace, 63, "namespace", validation.IsDNS1123Label(k.Namespace),
+			"lowercase letters, digits and '-', starting and ending with a letter or digit")
+	}
+	return nil
+}
+
+func nameRule(s string, maxLen int, what string, errs []string, chars string) error {
+	switch {
+	case len(errs) == 0:
+		return nil
+	case len(s) > maxLen:
+		return usageError{fmt.Errorf("invalid %s (%d characters): a %s has at most %d", what, len(s), what, maxLen)}
+	}
+	return usageError{fmt.Errorf("invalid %s %s: use %s", what, termtext.Quote(s), chars)}
+}
+
+// checkSelector refuses (exit 2) a -l/--selector that does not parse.
+func checkSelector(sel string) error {
+	if sel == "" {
+		return nil
+	}
+	if _, err := labels.Parse(sel); err != nil {
+		return usageError{fmt.Errorf("--selector %s: %v", termtext.Quote(sel), err)}
+	}
+	return nil
 }

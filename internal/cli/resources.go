@@ -45,16 +45,21 @@ full (-o yaml or json for everything, including spec and status).`,
 		if err != nil {
 			return err
 		}
+		name := "x" // listing: only the namespace is checked
+		if len(args) == 2 {
+			name = args[1]
+		}
+		if err := validateKey(catalog.Key{Kind: kindName(args[0]), Namespace: ns, Name: name}); err != nil {
+			return err
+		}
+		if err := checkSelector(selector); err != nil {
+			return err
+		}
 		kind, err := resolveKind(ctx, st, args[0])
 		if err != nil {
 			return err
 		}
 		var items []*catalog.Resource
-		if len(args) == 2 && kind == backup.Kind {
-			if err := backup.ValidateName(args[1]); err != nil {
-				return usageError{err}
-			}
-		}
 		if len(args) == 2 {
 			r, err := getResource(ctx, st, catalog.Key{Kind: kind, Namespace: ns, Name: args[1]})
 			if err != nil {
@@ -248,10 +253,8 @@ when its target is deleted); and its recent audit entries.`,
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
-		if kindName(args[0]) == backup.Kind {
-			if err := backup.ValidateName(args[1]); err != nil {
-				return usageError{err}
-			}
+		if err := validateKey(catalog.Key{Kind: kindName(args[0]), Namespace: ns, Name: args[1]}); err != nil {
+			return err
 		}
 		ctx := cmd.Context()
 		st, err := a.catalog(ctx)

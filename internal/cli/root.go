@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/termtext"
 	"github.com/lethehq/lethe/pkg/plugin"
 )
 
@@ -96,11 +97,39 @@ folder) and the plugins. Each location can be changed on its own.`,
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyConfig(root, cmd, s.Getenv)
 	}
+	// --version without -v: -v is left free (for verbosity), as kubectl
+	// and velero leave it; cobra adds -v only when it defines the flag.
+	root.Flags().Bool("version", false, "print the version (as lethe version)")
 	root.Version = version()
 	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ")\n")
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
 		newApplyCmd(a), newDeleteCmd(a), newUndeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a))
+	fixCompletion(root)
 	return root, a
+}
+
+// fixCompletion makes 'lethe completion SHELL' refuse a shell it does not
+// know (exit 2) instead of printing help with exit 0.
+func fixCompletion(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		var shells []string
+		for _, sub := range c.Commands() {
+			shells = append(shells, sub.Name())
+		}
+		c.Args = func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("completion %s: unknown shell; use %s", termtext.Quote(args[0]), strings.Join(shells, ", "))}
+			}
+			return nil
+		}
+		c.RunE = func(*cobra.Command, []string) error {
+			return usageError{fmt.Errorf("completion needs a shell: %s", strings.Join(shells, ", "))}
+		}
+	}
 }
 
 // groupCmd makes a command that only groups subcommands: without

@@ -41,7 +41,7 @@ func backupNames(t *testing.T, home string) []string {
 func TestDeleteHabitsOfVeleroUsers(t *testing.T) {
 	home, tarball := newHome(t)
 	for _, b := range []struct{ name, label string }{{"a1", "team=db"}, {"a2", "team=db"}, {"a3", "team=web"}, {"a4", "team=web"}, {"a5", "team=ops"}} {
-		code, _, stderr := run(t, home, false, "", "backup", "create", b.name, "--from", tarball, "-l", b.label)
+		code, _, stderr := run(t, home, false, "", "backup", "create", b.name, "--from", tarball, "--labels", b.label)
 		require.Equal(t, 0, code, stderr)
 	}
 

@@ -45,7 +45,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"backup", "create", "fresh", "--from", good, "--ttl", "3 parsecs"}, 2, "--ttl"},
 		{[]string{"backup", "create", "fresh", "--from", good, "--ttl", "-5h"}, 2, "--ttl"},
 		{[]string{"backup", "create", "fresh", "--from", good, "--deletion-delay", "soon"}, 2, "--deletion-delay"},
-		{[]string{"backup", "create", "fresh", "--from", good, "-l", "novalue"}, 2, "--label"},
+		{[]string{"backup", "create", "fresh", "--from", good, "--labels", "novalue"}, 2, "--labels"},
 		{[]string{"backup", "create", "fresh", "--from", hostile}, 1, "evil.json"},
 		{[]string{"backup", "create", "fresh", "--from", truncated}, 1, "rejected"},
 		{[]string{"backup", "create", "fresh", "--from", notGzip}, 1, "rejected"},
@@ -114,7 +114,7 @@ var hclogLine = regexp.MustCompile(`^\S+ \[(TRACE|DEBUG|INFO|WARN|ERROR)\] `)
 func TestOutputFormats(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, pluginRecorder, pluginNoop)
-	e.create("alpha", 7, "--ttl", "720h", "-l", "team=db")
+	e.create("alpha", 7, "--ttl", "720h", "--labels", "team=db")
 	e.create("beta", 14, "--deletion-delay", "24h")
 
 	both := func(v any, args ...string) {
