@@ -22,10 +22,23 @@ func newGetCmd(a *app) *cobra.Command {
 		Short: "List resources of any kind in the catalog, or show one",
 		Long: `Get lists the catalog's resources of one kind (Backup, or any user-defined
 kind), with their lifecycle phase. With NAME it shows that one resource in
-full (-o yaml or json for everything, including spec and status).`,
+full (-o yaml or json for everything, including spec and status).
+
+KIND is resolved as kubectl resolves a resource type: in any case, singular
+or plural (Database, databases), and Lethe's own kinds by their short names
+(backup, backups, bk; bundle, bundles). A kind the catalog has never held
+exits 4 with the nearest known name.
+
+-o yaml prints a manifest (apiVersion lethe.io/v1, kind, metadata, spec,
+status, and Lethe's read-only lifecycle) that 'lethe apply -f -' takes back
+unchanged; a list is a <Kind>List. -o name, -o wide and -o jsonpath=...
+work as kubectl's (docs/output.md).`,
 		Example: `  lethe get backups
   lethe get backups -l team=db -o json
-  lethe get Backup nightly-0412 -o yaml`,
+  lethe get Backup nightly-0412 -o yaml
+  lethe get databases -o name
+  lethe get Database orders -n shop -o yaml | lethe apply -f -
+  lethe get bk -o jsonpath='{.items[*].metadata.name}'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
 				return usageError{fmt.Errorf("%s needs KIND and at most one NAME", cmd.CommandPath())}
