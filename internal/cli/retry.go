@@ -260,12 +260,15 @@ func newRetryListCmd(a *app) *cobra.Command {
 		Short: "List the queue: state, attempts, next attempt and last error of each row",
 		Example: `  lethe retry list
   lethe retry list --state discarded
-  lethe retry list --kind BackupItem -o yaml`,
+  lethe retry list --type BackupItem -o yaml`,
 		Args: exactArgs(0, ""),
 	}
 	out := outputFlag(c, "table")
 	c.Flags().StringVar(&state, "state", "", "only rows in this state: retryable, running or discarded")
-	c.Flags().StringVar(&kind, "kind", "", "only rows of this kind: BackupItem, Resource or Wait")
+	c.Flags().StringVar(&kind, "type", "", "only rows of this type: BackupItem, Resource or Wait")
+	// --kind was the flag's name when a row's type was its kind.
+	c.Flags().StringVar(&kind, "kind", "", "only rows of this type (as --type)")
+	_ = c.Flags().MarkHidden("kind")
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
@@ -275,7 +278,7 @@ func newRetryListCmd(a *app) *cobra.Command {
 			return err
 		}
 		if kind != "" && !slices.Contains([]string{retry.KindBackupItem, retry.KindResource, retry.KindWait}, kind) {
-			return usageError{fmt.Errorf("--kind %q: use BackupItem, Resource or Wait", kind)}
+			return usageError{fmt.Errorf("--type %q: use BackupItem, Resource or Wait", kind)}
 		}
 		q, err := a.retryQueue(cmd.Context())
 		if err != nil {
@@ -293,7 +296,7 @@ func newRetryListCmd(a *app) *cobra.Command {
 			return nil
 		}
 		now := time.Now()
-		t := newTable(a.s.Out, "ID", "STATE", "KIND", "OWNER", "ITEM", "PLUGIN", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR")
+		t := newTable(a.s.Out, "ID", "STATE", "TYPE", "OWNER", "ITEM", "PLUGIN", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR")
 		for _, r := range rows {
 			t.row(strconv.FormatInt(r.ID, 10), termtext.Quote(string(r.State)), termtext.Quote(r.Kind), termtext.Quote(r.Key), termtext.Quote(cmp.Or(r.ItemID, "-")),
 				termtext.Quote(cmp.Or(r.Plugin, "-")), strconv.Itoa(r.Attempts), termtext.Quote(nextText(r, now)), termtext.Quote(oneLine(r.LastError, 60)))

@@ -60,7 +60,7 @@ func (c *Collector) retryRows(ctx context.Context, r *catalog.Resource) ([]Retry
 	var lines []string
 	for i, row := range rows {
 		if i == maxExplainRetries {
-			lines = append(lines, "more rows in the retry queue: lethe retry list --kind "+row.Kind)
+			lines = append(lines, "more rows in the retry queue: lethe retry list --type "+row.Kind)
 			break
 		}
 		infos = append(infos, RetryInfo{ID: row.ID, Kind: row.Kind, ItemID: row.ItemID, Plugin: row.Plugin, State: row.State,
