@@ -60,7 +60,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"backup", "delete", "nope", "--yes"}, 4, `backup "nope" not found`},
 		{[]string{"backup", "delete", "nope", "--dry-run"}, 4, `backup "nope" not found`},
 		{[]string{"backup", "undelete", "nope"}, 4, `backup "nope" not found`},
-		{[]string{"backup", "undelete", "good"}, 1, "no deletion scheduled"},
+		{[]string{"backup", "undelete", "good"}, 2, "no deletion scheduled"},
 		{[]string{"backup", "delete", "good"}, 2, "pass --yes"},
 		{[]string{"backup", "delete", "good", "--yes", "--deletion-delay", "soon"}, 2, "--deletion-delay"},
 		// Several names (issue 14): all are resolved before anything changes.

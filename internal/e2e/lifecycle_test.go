@@ -128,8 +128,8 @@ func TestGraceWindow(t *testing.T) {
 	require.Equal(t, "Active", b.Phase)
 	require.Nil(t, b.DueAt)
 	r = e.run("backup", "undelete", name)
-	require.Equal(t, 1, r.code, "%s", r)
-	requireOneErrorLine(t, r, "backup grace has no deletion scheduled")
+	require.Equal(t, 2, r.code, "%s", r)
+	requireOneErrorLine(t, r, "Backup/grace has no deletion scheduled")
 
 	// Scheduled again, then --force: deleted now.
 	e.ok("backup", "delete", name, "--yes")
