@@ -108,6 +108,7 @@ spec:
 func TestOutputSchemaIsOneShapePerCommand(t *testing.T) {
 	e := newEnv(t, pluginNoop)
 	shop := e.writeFile("shop.yaml", schemaShop)
+	tmp := e.writeFile("tmp.yaml", "kind: Tmp\nmetadata: {name: t, namespace: shop}\n")
 	cases := []struct {
 		golden string
 		kind   string
@@ -135,10 +136,24 @@ func TestOutputSchemaIsOneShapePerCommand(t *testing.T) {
 		{"plugin-list", "PluginList", []string{"plugin", "list", "-o", "json"}, 0},
 		{"backup-delete", "DeletionReport", []string{"backup", "delete", "b1", "--yes", "-o", "json"}, 0},
 		{"delete", "DeletionResult", []string{"delete", "Cache", "cache", "-n", "shop", "--yes", "--wait", "-o", "json"}, 0},
+		{"delete-file", "DeletionResultList", []string{"delete", "-f", tmp, "--yes", "--wait", "-o", "json"}, 0},
+		{"undelete", "UndeleteResult", []string{"undelete", "bk", "b3", "-o", "json"}, 0},
+		{"backup-sync", "SyncResultList", []string{"backup", "sync", "--dry-run", "-o", "json"}, 0},
+		{"plugin-lock", "LockEntryList", []string{"plugin", "lock", "--dry-run", "-o", "json"}, 0},
 	}
 	for _, c := range cases {
-		if c.golden == "backup-get" {
+		switch c.golden {
+		case "backup-get":
 			e.create("b1", 3, "--label", "team=db")
+		case "delete-file":
+			e.ok("apply", "-f", tmp)
+		case "undelete":
+			e.create("b3", 2, "--deletion-delay", "1h")
+			e.ok("backup", "delete", "b3", "--yes")
+		case "backup-sync":
+			found := filepath.Join(e.storageDir(), "backups", "found", "found.tar.gz")
+			require.NoError(t, os.MkdirAll(filepath.Dir(found), 0o750))
+			copyFile(t, e.writeTarball("found", 2), found, 0o640)
 		}
 		r := e.run(c.args...)
 		require.Equal(t, c.code, r.code, "%s", r)
