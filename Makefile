@@ -12,7 +12,7 @@ BENCHPKGS ?= ./...
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## build bin/lethe and every example plugin into bin/plugins/
@@ -56,6 +56,13 @@ test: ## run every test (-race); PostgreSQL tests need LETHE_TEST_POSTGRES_URL
 mutants: ## check that each invariant's test catches its mutation (mutants/*.patch)
 	bash mutants/run.sh
 
+# The mutation sweep: SWEEP_PKGS selects packages (default: every engine the
+# report covers); SWEEP_TIMEOUT_COEFFICIENT bounds each mutant's test run.
+SWEEP_PKGS ?=
+.PHONY: mutation-sweep
+mutation-sweep: ## mutation-test the engines with gremlins (slow; not in CI) and write docs/mutation-sweep.md
+	bash mutants/sweep.sh $(SWEEP_PKGS)
+
 .PHONY: bench
 bench: ## run the benchmarks (BENCH=regexp BENCHTIME=3x BENCHPKGS=./internal/...)
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem -timeout 60m $(BENCHPKGS)
@@ -73,6 +80,7 @@ verify: generate ## regenerate code and fail on any diff; check go.mod is tidy; 
 	@test -z "$$(git status --porcelain -- proto)" || { echo "untracked generated files: run 'make generate' and commit"; git status --porcelain -- proto; exit 1; }
 	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit"; exit 1; }
 	@cd tools && $(GO) mod tidy -diff || { echo "tools/go.mod is not tidy: run 'cd tools && go mod tidy' and commit"; exit 1; }
+	@cd tools/gremlins && $(GO) mod tidy -diff || { echo "tools/gremlins/go.mod is not tidy: run 'cd tools/gremlins && go mod tidy' and commit"; exit 1; }
 	$(GO) mod verify
 
 .PHONY: lint

@@ -3,6 +3,8 @@ package apply_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,9 +177,15 @@ metadata: {name: y, ownerReferences: [{kind: Node, name: x}]}
 			{"wrong owner uid", "kind: Volume\nmetadata: {name: v, namespace: prod, ownerReferences: [{kind: Database, name: existing, uid: x-0000}]}",
 				`metadata.ownerReferences[0]: owner Database/prod/existing has uid`},
 			{"cycle in the file", "kind: A\nmetadata: {name: a, ownerReferences: [{kind: B, name: b}]}\n---\nkind: B\nmetadata: {name: b, ownerReferences: [{kind: A, name: a}]}",
-				`app.yaml, document 2 (A/a): metadata.ownerReferences: owner cycle: A/a is owned by B/b is owned by A/a`},
+				`app.yaml, document 2 (A/a): metadata.ownerReferences: cycle: A/a owns B/b; B/b owns A/a: none of them could ever be purged`},
 			{"cycle through the catalog", "kind: Node\nmetadata: {name: x, ownerReferences: [{kind: Node, name: y}]}",
-				`app.yaml, document 2 (Node/x): metadata.ownerReferences: owner cycle: Node/x is owned by Node/y is owned by Node/x`},
+				`app.yaml, document 2 (Node/x): metadata.ownerReferences: cycle: Node/x owns Node/y; Node/y owns Node/x`},
+			{"cycle of an owner edge and a block reference", "kind: Node\nmetadata: {name: x}\nreferences: [{kind: Node, name: y, onTargetDelete: block}]",
+				`app.yaml, document 2 (Node/x): references: cycle: Node/x owns Node/y; Node/x holds a block reference to Node/y`},
+			{"cycle of block references", "kind: R\nmetadata: {name: r1}\nreferences: [{kind: R, name: r2, onTargetDelete: block}]\n---\nkind: R\nmetadata: {name: r2}\nreferences: [{kind: R, name: r1, onTargetDelete: block}]",
+				`cycle: R/r2 holds a block reference to R/r1; R/r1 holds a block reference to R/r2`},
+			{"cycle of cascade references", "kind: R\nmetadata: {name: r1}\nreferences: [{kind: R, name: r2, onTargetDelete: cascade}]\n---\nkind: R\nmetadata: {name: r2}\nreferences: [{kind: R, name: r1, onTargetDelete: cascade}]",
+				`cycle: R/r2 holds a cascade reference to R/r1; R/r1 holds a cascade reference to R/r2`},
 			{"twice", "kind: Database\nmetadata: {name: fresh, namespace: prod}", `app.yaml, document 2 (Database/prod/fresh): Database/prod/fresh is also in app.yaml, document 1`},
 			{"backup", "kind: Backup\nmetadata: {name: b}", `kind: apply does not write Backups`},
 		} {
@@ -352,4 +360,85 @@ func TestApplyErrorsAreNotRefusals(t *testing.T) {
 	require.Error(t, err)
 	var re *apply.RefusedError
 	assert.False(t, errors.As(err, &re))
+}
+
+// TestConcurrentAppliesNeverStoreACycle: two applies that each add one
+// half of a cycle both pass their plan (a barrier holds each at its
+// write until both have planned); the catalog's check inside the write
+// transaction refuses the second, with one line naming the cycle, and
+// nothing of it is written. Then many applies race freely.
+func TestConcurrentAppliesNeverStoreACycle(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		halves := [][2]string{
+			{"kind: Node\nmetadata: {name: y%[1]d, ownerReferences: [{kind: Node, name: x%[1]d, blockOwnerDeletion: true}]}",
+				"kind: Node\nmetadata: {name: x%[1]d}\nreferences: [{kind: Node, name: y%[1]d, onTargetDelete: block}]"},
+			{"kind: Node\nmetadata: {name: y%[1]d, ownerReferences: [{kind: Node, name: x%[1]d}]}",
+				"kind: Node\nmetadata: {name: x%[1]d, ownerReferences: [{kind: Node, name: y%[1]d}]}"},
+			{"kind: Node\nmetadata: {name: y%[1]d}\nreferences: [{kind: Node, name: x%[1]d, onTargetDelete: block}]",
+				"kind: Node\nmetadata: {name: x%[1]d}\nreferences: [{kind: Node, name: y%[1]d, onTargetDelete: cascade}]"},
+		}
+		setupPair := func(i int) {
+			_, err := e.Apply(ctx, docs(t, fmt.Sprintf("kind: Node\nmetadata: {name: x%[1]d}\n---\nkind: Node\nmetadata: {name: y%[1]d}", i)), apply.Options{})
+			require.NoError(t, err)
+		}
+		edges := func(i int) int {
+			x, y := get(t, st, "Node", "", fmt.Sprintf("x%d", i)), get(t, st, "Node", "", fmt.Sprintf("y%d", i))
+			return len(x.Owners) + len(x.References) + len(y.Owners) + len(y.References)
+		}
+		for i, h := range halves {
+			setupPair(i)
+			var planned sync.WaitGroup
+			planned.Add(2)
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for j := range 2 {
+				rs := &raceStore{Store: st, before: func() { planned.Done(); planned.Wait() }}
+				re := newEngine(t, rs, clock)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, errs[j] = re.Apply(ctx, docs(t, fmt.Sprintf(h[j], i)), apply.Options{})
+				}()
+			}
+			wg.Wait()
+			require.False(t, errs[0] == nil && errs[1] == nil, "case %d: both halves of a cycle were applied", i)
+			failed := errs[0]
+			if failed == nil {
+				failed = errs[1]
+			}
+			require.Error(t, failed)
+			require.True(t, errs[0] == nil || errs[1] == nil, "case %d: both refused: %v; %v", i, errs[0], errs[1])
+			var re *apply.RefusedError
+			require.ErrorAs(t, failed, &re)
+			require.ErrorIs(t, failed, catalog.ErrCycle)
+			assert.Regexp(t, `^cycle: Node/x\d owns|^cycle: Node/[xy]\d holds`, failed.Error())
+			assert.Contains(t, failed.Error(), "nothing was applied")
+			assert.NotContains(t, failed.Error(), "\n")
+			assert.Equal(t, 1, edges(i), "case %d: exactly one half stored", i)
+		}
+
+		// Many applies racing freely: no cycle is ever stored.
+		const pairs = 12
+		var wg sync.WaitGroup
+		for i := 10; i < 10+pairs; i++ {
+			setupPair(i)
+		}
+		for i := 10; i < 10+pairs; i++ {
+			for j := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := e.Apply(ctx, docs(t, fmt.Sprintf(halves[i%3][j], i)), apply.Options{})
+					if err != nil && !errors.Is(err, catalog.ErrCycle) {
+						t.Errorf("pair %d: %v", i, err)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		for i := 10; i < 10+pairs; i++ {
+			assert.Equal(t, 1, edges(i), "pair %d: exactly one half stored", i)
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/velero"
 )
 
 // Kind is the catalog kind of backups. Backups are cluster-scoped.
@@ -96,6 +97,30 @@ type VeleroInfo struct {
 	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
 	// UID is the Backup object's metadata.uid in the cluster.
 	UID string `json:"uid,omitempty"`
+	// Object is the velero-backup.json as the last sync read it, byte
+	// for byte: what Velero's DeleteItemAction plugins receive (with
+	// status.phase Deleting), even if the file later becomes unreadable.
+	// Empty for a backup synced before Lethe recorded it.
+	Object json.RawMessage `json:"object,omitempty"`
+	// MetadataSize and MetadataModTime are the listing's size and
+	// modification time of velero-backup.json when Object was read: a
+	// sync reads the file again when they change, or while the phase is
+	// unfinished.
+	MetadataSize    int64     `json:"metadataSize,omitempty"`
+	MetadataModTime time.Time `json:"metadataModTime,omitzero"`
+}
+
+// Unfinished reports whether Velero had not finished writing the backup
+// when a sync last read its velero-backup.json (see velero.Finished),
+// with the phase read. A backup without a velero-backup.json (registered
+// by Lethe, or imported from a bare tarball) has no Velero phase and is
+// finished.
+func (b *Backup) Unfinished() (phase string, unfinished bool) {
+	v := b.Spec.Velero
+	if v == nil || v.MetadataKey == "" {
+		return "", false
+	}
+	return v.Phase, !velero.Finished(v.Phase)
 }
 
 // Created is when the backup was taken: Spec.CreatedAt, else the record's

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/url"
 	"regexp"
@@ -94,12 +95,21 @@ func WithDefaultActor(ctx context.Context, actor string) context.Context {
 	return WithActor(ctx, actor)
 }
 
-// ActorFrom returns the actor set by WithActor, or "unknown".
+// ActorFrom returns the actor set by WithActor, or "unknown". Under a
+// leader fence (WithLeaderFence) it names the term as well, e.g.
+// "ttl (leader term 7)": the audit log then says which term of the
+// leadership made each write of the leader's loops.
 func ActorFrom(ctx context.Context) string {
-	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
-		return a
+	a, ok := ctx.Value(actorKey{}).(string)
+	if !ok || a == "" {
+		a = "unknown"
 	}
-	return "unknown"
+	if f := LeaderFenceFrom(ctx); f != nil {
+		if suffix := fmt.Sprintf(" (leader term %d)", f.Term); !strings.HasSuffix(a, suffix) {
+			a += suffix
+		}
+	}
+	return a
 }
 
 // redacted replaces a secret in a displayed address.

@@ -18,6 +18,9 @@ var (
 	ErrLeaseHeld = errors.New("lease held by another holder")
 	// ErrLeaseLost: the caller no longer holds the lease it used.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrStaleTerm: a write fenced by a leader term (WithLeaderFence)
+	// was refused because that term is over (see StaleTermError).
+	ErrStaleTerm = errors.New("leader term is over")
 	// ErrSchemaTooNew: the database was migrated by a newer Lethe.
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
 	// ErrInvalid: the input is malformed (bad name, selector, JSON).
@@ -60,3 +63,27 @@ func (e *LeaseHeldError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrLeaseHeld) true.
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
+
+// StaleTermError refuses a write fenced by a leader term that is over:
+// another replica took the lease over, or it lapsed. Current is the lease
+// as the refusing transaction found it (nil if it was never taken).
+type StaleTermError struct {
+	Fence   LeaderFence
+	Current *LeaderLease
+}
+
+func (e *StaleTermError) Error() string {
+	msg := fmt.Sprintf("%s: lease %s, term %d of %q", ErrStaleTerm, e.Fence.Name, e.Fence.Term, e.Fence.Holder)
+	switch c := e.Current; {
+	case c == nil:
+		msg += " (the lease was never taken)"
+	case c.Term != e.Fence.Term || c.Holder != e.Fence.Holder:
+		msg += fmt.Sprintf(" (now term %d of %q)", c.Term, c.Holder)
+	default:
+		msg += " (it lapsed at " + c.ExpiresAt.Format(time.RFC3339Nano) + ")"
+	}
+	return msg + "; the write was refused"
+}
+
+// Unwrap makes errors.Is(err, ErrStaleTerm) true.
+func (e *StaleTermError) Unwrap() error { return ErrStaleTerm }

@@ -161,6 +161,10 @@ type DeleteOptions struct {
 	// so that a resource undeleted meanwhile is not deleted.
 	OnlyIfScheduled bool
 	Reason          string
+	// Action names the audit entry (default: delete, or force-delete
+	// with Force); the collector says cascade-delete for what a cascade
+	// reaches.
+	Action string
 }
 
 // PurgeOptions removes a Deleting resource whose finalizers are all gone.

@@ -66,7 +66,7 @@ func (a *app) catalog(ctx context.Context) (catalog.Store, error) {
 		return nil, err
 	}
 	if strings.HasPrefix(a.g.store, "sqlite://") {
-		if err := os.MkdirAll(a.g.home, 0o750); err != nil {
+		if err := makeHome(a.g.home); err != nil {
 			return nil, fmt.Errorf("creating home folder: %w", err)
 		}
 	}
@@ -76,6 +76,19 @@ func (a *app) catalog(ctx context.Context) (catalog.Store, error) {
 	}
 	a.store = st
 	return st, nil
+}
+
+// makeHome creates Lethe's home folder, when it does not exist, owner-only
+// (0700, whatever the umask: the catalog and the lock files live in it).
+// An existing folder keeps its mode.
+func makeHome(dir string) error {
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700) //nolint:gosec // a folder: 0700 is owner-only
 }
 
 func (a *app) storage(ctx context.Context) (blobstore.Store, error) {
@@ -108,6 +121,9 @@ func (a *app) plugins(context.Context) (*pluginhost.Host, error) {
 	// given by --plugin-dir or LETHE_PLUGIN_DIR that does not exist is an
 	// error (a typo must never mean "no plugins").
 	if _, err := os.Stat(a.g.pluginDir); errors.Is(err, os.ErrNotExist) && a.g.pluginDirDefault {
+		if err := makeHome(a.g.home); err != nil {
+			return nil, fmt.Errorf("creating home folder: %w", err)
+		}
 		if err := os.MkdirAll(a.g.pluginDir, 0o750); err != nil {
 			return nil, fmt.Errorf("creating plugin folder: %w", err)
 		}
@@ -118,8 +134,8 @@ func (a *app) plugins(context.Context) (*pluginhost.Host, error) {
 	}
 	h, err := pluginhost.New(&pluginhost.Config{
 		Dir: a.g.pluginDir, VeleroDir: veleroDir, Logger: a.log,
-		ItemTimeout: a.g.itemTimeoutD, PluginTimeouts: a.g.pluginTimeoutsD,
-		LockFile: a.g.trust.lockFile, RequireLock: a.g.trust.requireLock,
+		ItemTimeout: a.g.itemTimeoutD, PluginTimeouts: a.g.pluginTimeoutsD, KillGrace: a.g.killGraceD,
+		LockFile: a.g.lockFile(), VeleroLockFile: a.g.veleroLockFile(), RequireLock: a.g.requireLock(),
 		PluginEnv: a.g.trust.pluginEnvM, PluginUser: a.g.trust.pluginUser,
 	})
 	var envErr *pluginhost.EnvError

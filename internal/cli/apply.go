@@ -74,6 +74,7 @@ countdown cancelled, its spec the desired one.`,
 		if err != nil {
 			return err
 		}
+		a.showEnforcePlans(ctx, st, docs)
 		eng, err := apply.New(&apply.Config{Store: st, Pruner: &collectorPruner{a: a}})
 		if err != nil {
 			return err

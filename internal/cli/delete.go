@@ -208,7 +208,7 @@ plugin is installed, or live resources hold block references to the backup
 			}
 			plan, err := del.Plan(ctx, name, opts)
 			if err != nil {
-				return err
+				return deleteError(err)
 			}
 			if dryRun {
 				cascadePlan, err := a.backupCascadePlan(ctx, name, prop)
@@ -312,10 +312,11 @@ func (a *app) driveBackup(ctx context.Context, name, out string) error {
 func deleteError(err error) error {
 	var se *deletion.SkipPluginError
 	var be *deletion.BlockedError
+	var ue *deletion.UnfinishedError
 	switch {
 	case errors.As(err, &se):
 		return usageError{err}
-	case errors.As(err, &be):
+	case errors.As(err, &be), errors.As(err, &ue):
 		return exitCodeError{exitRefused, err}
 	}
 	return err
@@ -372,10 +373,27 @@ func (a *app) printPlan(p *deletion.Plan) {
 		// The abandon path past a missing or replaced tarball: one
 		// story, no plugin runs and the backup is purged.
 		fmt.Fprintf(w, "Tarball:   %s: %s\n", strings.ToUpper(ab.Tarball), termtext.Quote(ab.TarballError))
-		fmt.Fprintf(w, "ABANDON:   no plugin would run; the backup would be purged with %d of its %d items not settled "+
-			"(%d failed or blocked, %d never sent to a plugin), recorded in the audit log\n",
-			ab.Items, p.TotalItems, ab.FailedOrBlocked, ab.NotSent)
-		fmt.Fprintln(w, "Purged without running any plugin:")
+		if ab.VolumeSnapshotsSent > 0 {
+			fmt.Fprintf(w, "Snapshots: %d native volume snapshots would still be sent to their plugins (their list is a file of its own):\n", ab.VolumeSnapshotsSent)
+			for _, pp := range p.Plugins {
+				if pp.Items > 0 {
+					samples := make([]string, len(pp.Samples))
+					for i, smp := range pp.Samples {
+						samples[i] = termtext.Quote(smp)
+					}
+					fmt.Fprintf(w, "  %-36s %8d items   e.g. %s\n", termtext.Quote(pp.Plugin), pp.Items, strings.Join(samples, ", "))
+				}
+			}
+			fmt.Fprintf(w, "ABANDON:   no plugin would get the tarball's items; the backup would be purged with %d of its %d items not settled "+
+				"(%d failed or blocked, %d never sent to a plugin), and any snapshot its plugin fails or blocks, recorded in the audit log\n",
+				ab.Items, p.TotalItems, ab.FailedOrBlocked, ab.NotSent)
+			fmt.Fprintln(w, "Purged after the snapshots are sent:")
+		} else {
+			fmt.Fprintf(w, "ABANDON:   no plugin would run; the backup would be purged with %d of its %d items not settled "+
+				"(%d failed or blocked, %d never sent to a plugin), recorded in the audit log\n",
+				ab.Items, p.TotalItems, ab.FailedOrBlocked, ab.NotSent)
+			fmt.Fprintln(w, "Purged without running any plugin:")
+		}
 		for _, s := range p.Purge {
 			fmt.Fprintf(w, "  %s\n", termtext.Quote(s))
 		}
@@ -444,9 +462,13 @@ func (a *app) printReport(r *deletion.Report) {
 	switch r.Result {
 	case deletion.ResultPurged:
 		if r.Forced && r.TarballProblem != "" {
-			fmt.Fprintf(w, "backup %s deleted, ABANDONING, without its plugins (its tarball was %s): %d of %d items not settled are abandoned "+
+			without := "without its plugins"
+			if r.SnapshotsSent > 0 {
+				without = fmt.Sprintf("its %d native volume snapshots sent to their plugins, its tarball's items to none", r.SnapshotsSent)
+			}
+			fmt.Fprintf(w, "backup %s deleted, ABANDONING, %s (its tarball was %s): %d of %d items not settled are abandoned "+
 				"(%d failed or blocked, %d never sent to a plugin; lethe audit --name %s); purged %s\n",
-				b, termtext.Quote(r.TarballProblem), r.UnsettledCount, r.TotalItems, int64(r.UnsettledCount)-r.NotSent, r.NotSent,
+				b, without, termtext.Quote(r.TarballProblem), r.UnsettledCount, r.TotalItems, int64(r.UnsettledCount)-r.NotSent, r.NotSent,
 				b, purged)
 			for _, o := range r.Unsettled {
 				fmt.Fprintf(w, "  abandoned %s\n", outcomeText(o))

@@ -24,19 +24,22 @@ const (
 // reportView is the JSON and YAML shape of a deletion's report: camelCase,
 // with kind, and no zero times.
 type reportView struct {
-	Kind           string                           `json:"kind"`
-	Backup         string                           `json:"backup"`
-	Result         deletion.Result                  `json:"result"`
-	DueAt          *time.Time                       `json:"dueAt,omitempty"`
-	TotalItems     int64                            `json:"totalItems"`
-	Counts         map[string]catalog.OutcomeCount  `json:"counts,omitempty"`
-	Unsettled      []catalog.ItemOutcome            `json:"unsettled,omitempty"`
-	UnsettledCount int                              `json:"unsettledCount"`
-	NotSent        int64                            `json:"notSent,omitempty"`
-	TarballProblem string                           `json:"tarballProblem,omitempty"`
-	Purged         []string                         `json:"purged,omitempty"`
-	Forced         bool                             `json:"forced,omitempty"`
-	Skipped        map[string]backup.ExpectedPlugin `json:"skipped,omitempty"`
+	Kind           string                          `json:"kind"`
+	Backup         string                          `json:"backup"`
+	Result         deletion.Result                 `json:"result"`
+	DueAt          *time.Time                      `json:"dueAt,omitempty"`
+	TotalItems     int64                           `json:"totalItems"`
+	Counts         map[string]catalog.OutcomeCount `json:"counts,omitempty"`
+	Unsettled      []catalog.ItemOutcome           `json:"unsettled,omitempty"`
+	UnsettledCount int                             `json:"unsettledCount"`
+	NotSent        int64                           `json:"notSent,omitempty"`
+	TarballProblem string                          `json:"tarballProblem,omitempty"`
+	// VolumeSnapshotsSent counts the native volume snapshots sent to
+	// their plugins although the tarball was gone.
+	VolumeSnapshotsSent int64                            `json:"volumeSnapshotsSent,omitempty"`
+	Purged              []string                         `json:"purged,omitempty"`
+	Forced              bool                             `json:"forced,omitempty"`
+	Skipped             map[string]backup.ExpectedPlugin `json:"skipped,omitempty"`
 	// WaitingFor says what holds a backup whose result is "waiting": its
 	// items are settled, its cascade is not done.
 	WaitingFor []string `json:"waitingFor,omitempty"`
@@ -49,7 +52,8 @@ func newReportView(r *deletion.Report) *reportView {
 		Kind: kindDeletionReport, Backup: r.Backup, Result: r.Result, TotalItems: r.TotalItems,
 		Counts: r.Counts, Unsettled: r.Unsettled, UnsettledCount: r.UnsettledCount, NotSent: r.NotSent,
 		TarballProblem: r.TarballProblem, Purged: r.Purged, Forced: r.Forced, Skipped: r.Skipped,
-		WaitingFor: r.WaitingFor,
+		VolumeSnapshotsSent: r.SnapshotsSent,
+		WaitingFor:          r.WaitingFor,
 	}
 	if !r.DueAt.IsZero() {
 		due := r.DueAt
@@ -139,7 +143,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		for _, n := range names {
 			p, err := del.Plan(ctx, n, opts)
 			if err != nil {
-				return fmt.Errorf("backup %s: %w", termtext.Quote(n), err)
+				return deleteError(fmt.Errorf("backup %s: %w", termtext.Quote(n), err))
 			}
 			plans = append(plans, p)
 			total += p.TotalItems

@@ -319,6 +319,9 @@ func (a *app) gcResult(k catalog.Key, result, note, out string) error {
 
 func planSummary(p *gc.Plan) string {
 	parts := []string{fmt.Sprintf("%d resource(s) deleted", p.Count(gc.ActionDelete))}
+	if n := p.Count(gc.ActionSchedule); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d scheduled first (their own grace windows)", n))
+	}
 	for _, x := range []string{gc.ActionOrphan, gc.ActionUnlink, gc.ActionUnset, gc.ActionBlocked} {
 		if n := p.Count(x); n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, x))

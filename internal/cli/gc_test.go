@@ -242,3 +242,32 @@ func TestBackupDeleteCascade(t *testing.T) {
 	require.Equal(t, catalog.PhaseActive, x.Phase)
 	require.Empty(t, x.Owners)
 }
+
+// TestDescribeMarksAnOwnerThatIsGone: describe lists an owner that no
+// longer exists (purged, before the collector handled its dependents) as
+// gone, in the table and in -o json.
+func TestDescribeMarksAnOwnerThatIsGone(t *testing.T) {
+	home, st := gcHome(t)
+	ctx := context.Background()
+	a := catalog.Key{Kind: "App", Namespace: "prod", Name: "a"}
+	code, out, stderr := run(t, home, false, "", "describe", "Volume", "c", "-n", "prod")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "(blocks owner deletion), Active")
+	_, err := st.Delete(ctx, a, catalog.DeleteOptions{})
+	require.NoError(t, err)
+	require.NoError(t, st.Purge(ctx, a, catalog.PurgeOptions{}))
+	code, out, stderr = run(t, home, false, "", "describe", "Volume", "c", "-n", "prod")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "(blocks owner deletion), gone (no longer exists)")
+	code, out, stderr = run(t, home, false, "", "describe", "Volume", "c", "-n", "prod", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var v struct {
+		Owners []struct {
+			Name string `json:"name"`
+			Gone bool   `json:"gone"`
+		} `json:"owners"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	require.Len(t, v.Owners, 1)
+	require.True(t, v.Owners[0].Gone)
+}

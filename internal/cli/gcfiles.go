@@ -21,6 +21,27 @@ type fileDeleteResult struct {
 	Note     string      `json:"note,omitempty"`
 }
 
+// filePlansView is delete -f --dry-run -o json|yaml: a CascadePlanList,
+// with done, the resources a previous run already purged (resumed).
+type filePlansView struct {
+	Items []object `json:"items"`
+	Done  []object `json:"done,omitempty"`
+}
+
+func (a *app) printFilePlans(out string, plans []*gc.Plan, done []*fileDeleteResult) error {
+	items, err := toObjects(kindCascadePlan, plans)
+	if err != nil {
+		return err
+	}
+	v := filePlansView{Items: items}
+	if len(done) > 0 {
+		if v.Done, err = toObjects(kindDeletionResult, done); err != nil {
+			return err
+		}
+	}
+	return printObject(a.s.Out, out, kindCascadePlan+"List", v)
+}
+
 // deleteFiles is 'lethe delete -f': every resource the manifests name,
 // last document first, through the collector with the same options. All
 // are checked (the files, existence, block references from outside the
@@ -57,12 +78,23 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 	// Check everything first; the plans are the dry run's report.
 	plans := make([]*gc.Plan, 0, len(keys))
 	uids := map[catalog.Key]string{}
+	results := map[catalog.Key]*fileDeleteResult{}
 	for _, k := range keys {
 		dry := opts
 		dry.DryRun = true
 		p, err := col.Delete(ctx, k, dry)
 		if refusedInside(err, seen) {
 			p, err = col.Plan(ctx, k, opts.Propagation)
+		}
+		if errors.Is(err, catalog.ErrNotFound) {
+			// Purged already (an earlier run of the same command, its
+			// cascade, or a server): done, not missing. The next run
+			// resumes (DESIGN §7.2).
+			if ts, terr := st.GetTombstone(ctx, k); terr == nil {
+				results[k] = &fileDeleteResult{Resource: k, Result: "purged",
+					Note: "already purged at " + ts.PurgedAt.UTC().Format("2006-01-02T15:04:05Z") + " by " + ts.Actor}
+				continue
+			}
 		}
 		if err != nil {
 			return gcError(err)
@@ -73,8 +105,17 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 		}
 	}
 	if dryRun {
+		var done []*fileDeleteResult
+		for _, k := range keys {
+			if r := results[k]; r != nil {
+				done = append(done, r)
+			}
+		}
 		if structured(out) {
-			return printList(a.s.Out, out, kindCascadePlan, plans)
+			return a.printFilePlans(out, plans, done)
+		}
+		for _, r := range done {
+			fmt.Fprintf(a.s.Out, "%s: %s\n\n", keyText(r.Resource), termtext.Quote(r.Note))
 		}
 		for i, p := range plans {
 			if i > 0 {
@@ -100,11 +141,15 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 			return nil
 		}
 	}
-	results := map[catalog.Key]*fileDeleteResult{}
 	var drive []catalog.Key
 	// A resource held by a block reference from another one of the set
 	// waits until that one is Deleting: passes until nothing is left.
-	pending := keys
+	var pending []catalog.Key
+	for _, k := range keys {
+		if results[k] == nil {
+			pending = append(pending, k)
+		}
+	}
 	for len(pending) > 0 {
 		var left []catalog.Key
 		var lastErr error
@@ -115,7 +160,8 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 				left, lastErr = append(left, k), err
 				continue
 			case errors.Is(err, catalog.ErrNotFound):
-				// Purged by the cascade of one deleted before it.
+				// Purged by the cascade of one deleted before it, or
+				// meanwhile by another process.
 				results[k] = &fileDeleteResult{Resource: k, Result: "purged"}
 				continue
 			case err != nil:

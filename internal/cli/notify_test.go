@@ -54,7 +54,7 @@ func TestNotifyWebhookNeedsItsOwnOwnerOnlySecretFile(t *testing.T) {
 		want     string
 	}{
 		{[]string{u}, "needs a secret"},
-		{[]string{u + ",secret-file=" + open}, "has mode 0644: a secret must be readable by its owner only"},
+		{[]string{u + ",secret-file=" + open}, "mode 0644 is readable or writable by group or others"},
 		{[]string{u + ",secret-file=" + plain}, "want whsec_"},
 		{[]string{u + ",secret-file=" + filepath.Join(dir, "missing")}, "no such file"},
 		{[]string{u + ",secret-file=" + good, "https://hooks.example/lethe?token=other,secret-file=" + good2}, "given twice"},
@@ -86,7 +86,7 @@ func TestNotifyWebhookNeedsItsOwnOwnerOnlySecretFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfg, []byte("notify-webhook:\n  - "+u+",secret-file="+good+"\n  - https://b.example/x,secret-file="+open+"\n"), 0o600))
 	code, _, stderr = runNotify(t, home, map[string]string{"LETHE_CONFIG": cfg}, "retry", "list")
 	require.Equal(t, exitUsage, code, "the config file's second webhook has an open secret")
-	require.Contains(t, stderr, "readable by its owner only")
+	require.Contains(t, stderr, "readable or writable by group or others")
 }
 
 // TestOldSharedSecretServesOneWebhookWithAWarning: --notify-secret-file
@@ -112,5 +112,5 @@ func TestOldSharedSecretServesOneWebhookWithAWarning(t *testing.T) {
 	require.Contains(t, stderr, "serves a single webhook only")
 	code, _, stderr = runNotify(t, home, nil, "retry", "list", "--notify-secret-file", open, "--notify-webhook", "https://a.example/x")
 	require.Equal(t, exitUsage, code, stderr)
-	require.Contains(t, stderr, "has mode 0666")
+	require.Contains(t, stderr, "mode 0666 is readable or writable by group or others")
 }

@@ -105,9 +105,10 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		} else {
 			fmt.Fprintf(a.s.Out, "wrote %s: %d binaries pinned\n", termtext.Quote(lockPath), len(next.Plugins))
 		}
-		// The Velero plugin folder has a lock file of its own, in it.
+		// The Velero plugin folder has a lock file of its own
+		// (--velero-plugin-lock, default in that folder).
 		if _, err := os.Stat(a.g.veleroPluginDir); err == nil {
-			vlock := pluginhost.DefaultLockFile(a.g.veleroPluginDir)
+			vlock := a.g.veleroLockFile()
 			if dryRun {
 				fmt.Fprintf(a.s.Out, "dry run: %s (Velero plugins) not written\n", termtext.Quote(vlock))
 			} else {
@@ -134,6 +135,9 @@ type pluginView struct {
 	MaxConcurrency  int    `json:"maxConcurrency"`
 	Checksum        string `json:"checksum"`
 	ChecksumStatus  string `json:"checksumStatus"`
+	// Unresolved are the selector's resource names that are no built-in
+	// Kubernetes resource (see pluginhost.ResolveSelector).
+	Unresolved []string `json:"unresolvedResources,omitempty"`
 }
 
 func newPluginListCmd(a *app) *cobra.Command {
@@ -148,7 +152,13 @@ A binary that is refused (not in the lock file, checksum mismatch, unsafe
 permissions, reserved or duplicate name, invalid version) or fails to start
 is reported on stderr, one line each, and the command exits non-zero; the
 other plugins are still listed. Names, versions and paths that are not
-plain text are shown quoted.`,
+plain text are shown quoted.
+
+A selector's resource names are resolved as Velero resolves them through
+discovery: plural, singular and short names ("cm", "svc", "deploy", …),
+with or without the group, for Kubernetes' built-in resources. A name that
+is none of them selects only the tarball folder resources/<name>/ (a custom
+resource) and gets a warning on stderr.`,
 		Example: `  lethe plugin list
   lethe plugin list -o json`,
 		Args: exactArgs(0, ""),
@@ -168,8 +178,13 @@ plain text are shown quoted.`,
 				Kind: "Plugin",
 				Name: in.Name, Binary: in.Binary, ProtocolVersion: in.ProtocolVersion, Protocol: in.Protocol, Version: in.Version,
 				Selector: in.Selector.String(), MaxConcurrency: in.MaxConcurrency,
-				Checksum: in.Checksum, ChecksumStatus: in.ChecksumStatus,
+				Checksum: in.Checksum, ChecksumStatus: in.ChecksumStatus, Unresolved: in.Unresolved,
 			})
+			for _, n := range in.Unresolved {
+				fmt.Fprintf(a.s.Err, "warning: plugin %s selects resource %s, which is no built-in Kubernetes resource: "+
+					"it selects only the items of a tarball folder resources/%s/ (a custom resource's plural name, with or without its group)\n",
+					pluginhost.Quote(in.Name), pluginhost.Quote(n), pluginhost.Quote(strings.ToLower(n)))
+			}
 		}
 		problems := h.Problems()
 		for _, p := range problems {

@@ -230,8 +230,11 @@ type descriptionView struct {
 	// References are the resource's own references, each with its
 	// target's phase, or dangling when the target is gone.
 	References []gc.ReferenceState `json:"references"`
-	Dependents []dependentView     `json:"dependents"`
-	Audit      []object            `json:"audit"`
+	// Owners are its owner references, each with its owner's phase, or
+	// gone when the owner no longer exists.
+	Owners     []gc.OwnerState `json:"owners"`
+	Dependents []dependentView `json:"dependents"`
+	Audit      []object        `json:"audit"`
 }
 
 // dependentView is one resource that depends on the described one.
@@ -301,8 +304,12 @@ when its target is deleted); and its recent audit entries.`,
 		if err != nil {
 			return err
 		}
+		owners, err := gc.Owners(ctx, st, r)
+		if err != nil {
+			return err
+		}
 		if structured(*out) {
-			v := descriptionView{References: myRefs, Dependents: []dependentView{}}
+			v := descriptionView{References: myRefs, Owners: owners, Dependents: []dependentView{}}
 			if v.Resource, err = a.resourceObject(ctx, r); err != nil {
 				return err
 			}
@@ -346,12 +353,16 @@ when its target is deleted); and its recent audit entries.`,
 		if len(r.Owners) == 0 {
 			fmt.Fprintln(w, "  (none)")
 		}
-		for _, o := range r.Owners {
+		for _, o := range owners {
 			block := ""
 			if o.BlockOwnerDeletion {
 				block = " (blocks owner deletion)"
 			}
-			fmt.Fprintf(w, "  %s %s%s\n", termtext.Quote(o.Kind+"/"+o.Name), termtext.Quote(o.UID), block)
+			state := ", " + termtext.Quote(string(o.Phase))
+			if o.Gone {
+				state = ", gone (no longer exists)"
+			}
+			fmt.Fprintf(w, "  %s %s%s%s\n", termtext.Quote(o.Kind+"/"+o.Name), termtext.Quote(o.UID), block, state)
 		}
 		fmt.Fprintln(w, "Dependents:")
 		if len(deps)+len(refs) == 0 {

@@ -37,6 +37,7 @@ type globals struct {
 	config                 string
 
 	itemTimeout    string
+	killGrace      string
 	pluginTimeouts []string
 	defaultDelay   string
 	trust          trustFlags
@@ -44,6 +45,7 @@ type globals struct {
 
 	// Parsed by resolve.
 	itemTimeoutD    time.Duration
+	killGraceD      time.Duration
 	pluginTimeoutsD map[string]time.Duration
 	defaultDelayD   time.Duration
 }
@@ -89,6 +91,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.logFormat, "log-format", "", "log format: text or json (env LETHE_LOG_FORMAT; default text)")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level: error, warn, info, debug, trace (env LETHE_LOG_LEVEL; default warn, info for lethe server)")
 	pf.StringVar(&g.itemTimeout, "item-timeout", "", "how long a plugin may take on one item before it is cancelled, then killed and restarted (env LETHE_ITEM_TIMEOUT; default 5m)")
+	pf.StringVar(&g.killGrace, "plugin-kill-grace", "", "how long a plugin being killed (hung, crashed, restarted, shut down) has between SIGTERM and SIGKILL (env LETHE_PLUGIN_KILL_GRACE; default 2s)")
 	pf.StringArrayVar(&g.pluginTimeouts, "plugin-timeout", nil, "per-plugin item timeout NAME=DURATION, e.g. example.com/ebs=30m (repeatable; env LETHE_PLUGIN_TIMEOUTS, comma-separated)")
 	pf.StringVar(&g.defaultDelay, "default-deletion-delay", "", "grace window for backups without a lethe.io/deletion-delay annotation (env LETHE_DEFAULT_DELETION_DELAY; default none)")
 	g.trust.add(pf)
@@ -103,7 +106,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	root.Version = version()
 	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ")\n")
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
-		newApplyCmd(a), newDeleteCmd(a), newUndeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a))
+		newApplyCmd(a), newDeleteCmd(a), newUndeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a), newRetentionCmd(a))
 	fixCompletion(root)
 	return root, a
 }
@@ -162,6 +165,7 @@ func (g *globals) resolve(getenv func(string) string) error {
 	pick(&g.logLevel, "LETHE_LOG_LEVEL")
 	pick(&g.logFormat, "LETHE_LOG_FORMAT")
 	pick(&g.itemTimeout, "LETHE_ITEM_TIMEOUT")
+	pick(&g.killGrace, "LETHE_PLUGIN_KILL_GRACE")
 	pick(&g.defaultDelay, "LETHE_DEFAULT_DELETION_DELAY")
 	if len(g.pluginTimeouts) == 0 {
 		if v := getenv("LETHE_PLUGIN_TIMEOUTS"); v != "" {
@@ -180,6 +184,13 @@ func (g *globals) resolve(getenv func(string) string) error {
 			return usageError{fmt.Errorf("--item-timeout %q: use a positive duration such as 90s or 10m", g.itemTimeout)}
 		}
 		g.itemTimeoutD = d
+	}
+	if g.killGrace != "" {
+		d, err := backup.ParseDuration(g.killGrace)
+		if err != nil || d == 0 {
+			return usageError{fmt.Errorf("--plugin-kill-grace %q: use a positive duration such as 2s", g.killGrace)}
+		}
+		g.killGraceD = d
 	}
 	g.pluginTimeoutsD = map[string]time.Duration{}
 	for _, kv := range g.pluginTimeouts {

@@ -71,7 +71,7 @@ type object []byte
 func (o object) MarshalJSON() ([]byte, error) { return o, nil }
 
 // toObject is v's JSON (an object) with apiVersion lethe.io/v1 and kind
-// first. v must not carry an apiVersion, nor a kind other than kind: a
+// first. v must not carry an apiVersion but lethe.io/v1, nor a kind other than kind: a
 // field named kind that says something else (a row type, the kind of the
 // resource a row is about) belongs under another name.
 func toObject(kind string, v any) (object, error) {
@@ -88,7 +88,11 @@ func toObject(kind string, v any) (object, error) {
 	for _, f := range fields {
 		switch f.key {
 		case "apiVersion":
-			return nil, fmt.Errorf("printing a %s: the view carries its own apiVersion", kind)
+			var av string
+			if json.Unmarshal(f.value, &av) != nil || av != APIVersion {
+				return nil, fmt.Errorf("printing a %s: the view's apiVersion says %s", kind, f.value)
+			}
+			continue
 		case "kind":
 			var k string
 			if json.Unmarshal(f.value, &k) != nil || k != kind {

@@ -10,6 +10,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/leader"
+	"github.com/lethehq/lethe/internal/retention/planner"
 	"github.com/lethehq/lethe/internal/server"
 	"github.com/lethehq/lethe/internal/termtext"
 )
@@ -20,6 +21,7 @@ func newServerCmd(a *app) *cobra.Command {
 		metrics                   string
 		noPlugins                 bool
 		leaseTTL, leaderTTL, poll time.Duration
+		retentionInterval         time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "server",
@@ -54,6 +56,16 @@ plugins (lethe backup get/list, metric lethe_backups_plugin_missing), and is
 looked at again every few minutes. It refuses to start with an empty plugin
 folder (exit 5) unless --no-plugins says that is intended.
 
+It enforces the RetentionPolicies in mode enforce (see 'lethe retention
+plan'): every --retention-interval and soon after backups or policies
+change, it schedules the deletions of their plans, with each policy's
+deletionDelay, audited as retention:<policy>.
+
+Every plugin it runs must be pinned in a lock file (lethe plugin lock): a
+plugin folder with binaries but no lock file fails the start, and a binary
+the lock does not list is refused. --require-plugin-lock=false turns this
+off, with a warning.
+
 It logs at info level unless told otherwise: one line when each deletion
 starts and one when it ends (counts by plugin, duration, what was purged).
 The first SIGINT or SIGTERM stops gracefully (progress is saved, the leader
@@ -82,6 +94,16 @@ lease is handed over); a second one aborts.`,
 			if a.g.logLevel == "" && a.s.Getenv("LETHE_LOG_LEVEL") == "" {
 				a.g.logLevel = "info"
 			}
+			if err := a.init(); err != nil {
+				return err
+			}
+			// A daemon runs every plugin it runs pinned, unless told
+			// otherwise (and then says so).
+			if !a.g.trust.requireLockSet {
+				a.g.trust.requireLock = true
+			} else if !a.g.trust.requireLock {
+				a.log.Warn("--require-plugin-lock=false: plugins that no lock file pins will run; whoever can write the plugin folder can run code as Lethe")
+			}
 			// Bind the metrics address first: one taken fails here,
 			// before any plugin starts or any work is claimed.
 			var ln net.Listener
@@ -108,7 +130,12 @@ lease is handed over); a second one aborts.`,
 				return err
 			}
 			host := a.host
+			enforcer, ttlVeto, err := a.retentionLoop(del, retentionInterval)
+			if err != nil {
+				return err
+			}
 			srv, err := server.New(&server.Config{
+				LeaderLoops: []server.Loop{enforcer}, TTLVeto: ttlVeto,
 				Store: a.store, Deleter: del, Collector: col, Logger: a.log, Workers: workers,
 				MetricsListener: ln, DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins,
 				NotifyWebhooks: a.g.retry.notify,
@@ -134,6 +161,7 @@ lease is handed over); a second one aborts.`,
 		},
 	}
 	f := c.Flags()
+	f.DurationVar(&retentionInterval, "retention-interval", planner.IntervalDefault, "how often enforced RetentionPolicies are evaluated when nothing changes; also the pace of one that maxDeletesPerRun holds back (env LETHE_RETENTION_INTERVAL)")
 	f.IntVar(&workers, "workers", server.WorkersDefault, "deletions this replica runs at once (env LETHE_WORKERS)")
 	f.StringVar(&metrics, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (env LETHE_METRICS_ADDR)")
 	f.BoolVar(&noPlugins, "no-plugins", false, "run deletions with no plugin installed at all (audited on each purge) (env LETHE_NO_PLUGINS)")

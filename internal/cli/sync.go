@@ -27,6 +27,13 @@ purged (its tombstone remains): a deleted backup does not come back. Each
 tarball is validated before it is imported; a hostile one is reported and
 skipped.
 
+Of a backup the catalog already has, sync reads velero-backup.json again
+while Velero's phase is unfinished (New, InProgress, Finalizing, …) or when
+the file changed, and records the new phase and the file (action
+"updated"). Only a Completed, PartiallyFailed, Failed or FailedValidation
+backup can be deleted. A file that cannot be read changes nothing: the phase
+recorded stays, with a warning.
+
 Like create, sync records each imported backup's expected plugins, so it
 refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 		Example: `  lethe backup sync --dry-run

@@ -14,10 +14,21 @@ import (
 // trustFlags are the flags that decide what plugins get and what Lethe
 // trusts before running them.
 type trustFlags struct {
-	pluginEnv   []string
-	lockFile    string
-	requireLock bool
-	pluginUser  string
+	pluginEnv      []string
+	lockFile       string
+	veleroLockFile string
+	requireLock    bool
+	pluginUser     string
+
+	// requireLockFlag is --require-plugin-lock, to tell a value given (by
+	// the flag or the config file) from the default.
+	requireLockFlag *pflag.Flag
+	// requireLockSet: --require-plugin-lock or LETHE_REQUIRE_PLUGIN_LOCK
+	// was given (lethe server requires a lock unless told otherwise).
+	requireLockSet bool
+	// lockConfigured: a lock file path was given; it must then exist
+	// wherever plugins run (deleting it must not unpin them).
+	lockConfigured bool
 
 	// Parsed by resolve.
 	pluginEnvM map[string]map[string]string
@@ -26,7 +37,9 @@ type trustFlags struct {
 func (f *trustFlags) add(pf *pflag.FlagSet) {
 	pf.StringArrayVar(&f.pluginEnv, "plugin-env", nil, "set KEY=VALUE in the environment of plugin binary NAME (its file name in the plugin folder), as `NAME:KEY=VALUE`; repeatable. Of Lethe's own environment, plugins get only PATH, HOME, LANG, TZ, TMPDIR and LETHE_PLUGIN_LOG_LEVEL (env LETHE_PLUGIN_ENV, one entry a line)")
 	pf.StringVar(&f.lockFile, "plugin-lock", "", "plugin lock `FILE`; keep it outside the plugin folder so that whoever can write the folder cannot remove it (env LETHE_PLUGIN_LOCK; default <plugin-dir>/lethe-plugins.lock)")
-	pf.BoolVar(&f.requireLock, "require-plugin-lock", false, "refuse to run plugins without a lock file (env LETHE_REQUIRE_PLUGIN_LOCK=true)")
+	pf.StringVar(&f.veleroLockFile, "velero-plugin-lock", "", "lock `FILE` of the Velero plugins; keep it outside their folder, like --plugin-lock (env LETHE_VELERO_PLUGIN_LOCK; default <velero-plugin-dir>/lethe-plugins.lock)")
+	pf.BoolVar(&f.requireLock, "require-plugin-lock", false, "refuse to run plugins without a lock file (env LETHE_REQUIRE_PLUGIN_LOCK=true; default on for lethe server, off for the other commands)")
+	f.requireLockFlag = pf.Lookup("require-plugin-lock")
 	pf.StringVar(&f.pluginUser, "plugin-user", "", "run plugin processes as `USER` (name or uid), apart from Lethe's own; Lethe must run as root (env LETHE_PLUGIN_USER)")
 }
 
@@ -42,20 +55,32 @@ func (f *trustFlags) resolve(getenv func(string) string) error {
 	if f.lockFile == "" {
 		f.lockFile = getenv("LETHE_PLUGIN_LOCK")
 	}
-	if f.lockFile != "" {
-		abs, err := filepath.Abs(f.lockFile)
-		if err != nil {
-			return usageError{fmt.Errorf("--plugin-lock %q: %w", f.lockFile, err)}
-		}
-		f.lockFile = abs
+	if f.veleroLockFile == "" {
+		f.veleroLockFile = getenv("LETHE_VELERO_PLUGIN_LOCK")
 	}
-	if !f.requireLock {
+	for _, l := range []struct {
+		flag string
+		path *string
+	}{{"--plugin-lock", &f.lockFile}, {"--velero-plugin-lock", &f.veleroLockFile}} {
+		if *l.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*l.path)
+		if err != nil {
+			return usageError{fmt.Errorf("%s %q: %w", l.flag, *l.path, err)}
+		}
+		*l.path = abs
+		f.lockConfigured = true
+	}
+	f.requireLockSet = f.requireLockFlag != nil && f.requireLockFlag.Changed
+	if !f.requireLockSet {
 		if v := getenv("LETHE_REQUIRE_PLUGIN_LOCK"); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return usageError{fmt.Errorf("LETHE_REQUIRE_PLUGIN_LOCK=%q: use true or false", v)}
 			}
 			f.requireLock = b
+			f.requireLockSet = true
 		}
 	}
 	if f.pluginUser == "" {
@@ -88,4 +113,19 @@ func (g *globals) lockFile() string {
 		return g.trust.lockFile
 	}
 	return pluginhost.DefaultLockFile(g.pluginDir)
+}
+
+// veleroLockFile is the Velero plugins' lock file in use.
+func (g *globals) veleroLockFile() string {
+	if g.trust.veleroLockFile != "" {
+		return g.trust.veleroLockFile
+	}
+	return pluginhost.DefaultLockFile(g.veleroPluginDir)
+}
+
+// requireLock says whether the plugin host must refuse binaries that no
+// lock file pins: when asked to, and whenever a lock file path is
+// configured (then deleting that file must not unpin the plugins).
+func (g *globals) requireLock() bool {
+	return g.trust.requireLock || g.trust.lockConfigured
 }

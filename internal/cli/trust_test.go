@@ -42,11 +42,18 @@ func TestPluginTrustFlags(t *testing.T) {
 	home, _ := newHome(t)
 	lock := filepath.Join(t.TempDir(), "plugins.lock")
 
-	// No lock file, and one is required: refused.
+	// No lock file, and one is required for the binary there: refused
+	// before it runs.
+	require.NoError(t, os.MkdirAll(filepath.Join(home, "plugins"), 0o700))
+	ran := filepath.Join(t.TempDir(), "ran")
+	x := filepath.Join(home, "plugins", "x")
+	require.NoError(t, os.WriteFile(x, []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o700))
 	code, _, stderr := run(t, home, false, "", "plugin", "list", "--require-plugin-lock", "--plugin-lock", lock)
 	require.NotEqual(t, 0, code)
 	require.Contains(t, stderr, "plugin lock file "+lock+" does not exist, and a lock is required")
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, stderr)
+	require.NoFileExists(t, ran)
+	require.NoError(t, os.Remove(x))
 
 	// plugin lock writes where --plugin-lock says.
 	code, out, stderr := run(t, home, false, "", "plugin", "lock", "--plugin-lock", lock)

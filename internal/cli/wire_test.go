@@ -233,10 +233,20 @@ spec:
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, catalog.PhasePurged, phase("db"))
 
-	// The bundle: web (Active, with a delay), worker (Active), cache and
-	// queue (Scheduled, their owner edge kept) are deleted with it, now;
+	// The bundle: its cascade keeps the members' grace windows: web
+	// (Active, with a delay) is Scheduled, cache and queue (Scheduled,
+	// their owner edge kept) stay so, worker (Active) goes now; the
+	// bundle waits for them (exit 3, the countdown explained).
+	code, out, stderr = run(t, home, false, "", "delete", "Bundle", "shop", "--yes", "--wait")
+	require.Equal(t, exitIncomplete, code, stderr)
+	require.Contains(t, out, "Service/shop/web (Scheduled) [stuck]: dependent with blockOwnerDeletion of Bundle/shop; Scheduled: not being deleted yet; the grace window ends at")
+	require.Equal(t, catalog.PhaseScheduled, phase("web"))
+	require.Equal(t, catalog.PhaseScheduled, phase("cache"))
+	require.Equal(t, catalog.PhaseScheduled, phase("queue"))
+	require.Equal(t, catalog.PhasePurged, phase("worker"))
+	// Asked again with --force: every window of its cascade is skipped;
 	// the bundle waits for cache's finalizer only.
-	code, _, stderr = run(t, home, false, "", "delete", "Bundle", "shop", "--yes", "--wait")
+	code, _, stderr = run(t, home, false, "", "delete", "Bundle", "shop", "--yes", "--wait", "--force")
 	require.Equal(t, exitIncomplete, code, stderr)
 	require.Equal(t, catalog.PhaseDeleting, phase("cache"))
 	code, _, stderr = run(t, home, false, "", "finalize", "Service", "cache", "-n", "shop", "example.com/flush")

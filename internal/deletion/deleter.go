@@ -301,6 +301,11 @@ type Report struct {
 	// recorded were abandoned on a forced purge (their list is unusable;
 	// they count in NotSent). Empty otherwise.
 	SnapshotsProblem string `json:",omitempty"`
+	// SnapshotsSent counts the native volume snapshots sent to their
+	// plugins on a forced purge whose tarball is missing or replaced:
+	// their list is a file of its own, so they still reach their
+	// plugins, and only those not settled are abandoned.
+	SnapshotsSent int64 `json:",omitempty"`
 	// Purged lists what was purged, e.g. the tarball's URL and the record.
 	Purged []string
 	// Forced is set when the backup was purged with items unsettled
@@ -395,6 +400,9 @@ func (d *Deleter) Holder() string { return d.cfg.Holder }
 func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Report, error) {
 	b, err := d.get(ctx, name)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkFinished(b); err != nil {
 		return nil, err
 	}
 	if err := d.checkBlocked(ctx, b.Resource, opts); err != nil {
@@ -533,25 +541,39 @@ func Undelete(ctx context.Context, st UndeleteCatalog, name string, now time.Tim
 		if err != nil {
 			return nil, false, err
 		}
-		if b.Spec.ExpiresAt == nil || b.Spec.ExpiresAt.After(now) {
+		policy, err := scheduledByPolicy(ctx, st, r)
+		if err != nil {
+			return nil, false, err
+		}
+
+		expired := b.Spec.ExpiresAt != nil && !b.Spec.ExpiresAt.After(now)
+		if !expired && policy == "" {
 			r, err = st.Undelete(ctx, r.Key(), "undelete requested")
 			return r, false, err
 		}
-		b.Spec.ExpiresAt, b.Spec.TTL = nil, 0
-		if r.Annotations == nil {
-			r.Annotations = map[string]string{}
+		reason := "undelete requested"
+		if expired {
+			b.Spec.ExpiresAt, b.Spec.TTL = nil, 0
+			if r.Annotations == nil {
+				r.Annotations = map[string]string{}
+			}
+			r.Annotations[AnnotationTTLCleared] = now.UTC().Format(time.RFC3339)
+			if err := b.Encode(); err != nil {
+				return nil, false, err
+			}
+			reason += "; the expired TTL was removed"
 		}
-		r.Annotations[AnnotationTTLCleared] = now.UTC().Format(time.RFC3339)
-		if err := b.Encode(); err != nil {
-			return nil, false, err
+		if policy != "" {
+			holdFromPolicy(r, policy, now)
+			reason += "; held from RetentionPolicy " + policy + " (lethe.io/retain=true), which had scheduled it"
 		}
 		if _, err = st.Update(ctx, r); errors.Is(err, catalog.ErrConflict) {
 			continue
 		} else if err != nil {
 			return nil, false, err
 		}
-		r, err = st.Undelete(ctx, r.Key(), "undelete requested; the expired TTL was removed")
-		return r, true, err
+		r, err = st.Undelete(ctx, r.Key(), reason)
+		return r, expired, err
 	}
 	return nil, false, fmt.Errorf("backup %s: %w", name, catalog.ErrConflict)
 }

@@ -270,6 +270,9 @@ func (d *Deleter) Check(ctx context.Context, name string, opts Options) error {
 	if err != nil {
 		return err
 	}
+	if err := checkFinished(b); err != nil {
+		return err
+	}
 	if err := d.checkBlocked(ctx, b.Resource, opts); err != nil {
 		return err
 	}

@@ -58,6 +58,11 @@ type AbandonPlan struct {
 	// blocked; NotSent those that would never reach a plugin.
 	FailedOrBlocked int64 `json:"failedOrBlocked"`
 	NotSent         int64 `json:"notSent"`
+	// VolumeSnapshotsSent counts the native volume snapshots sent to
+	// their plugins although the tarball is missing or replaced (their
+	// list is a file of its own); they are not counted in Items, and are
+	// abandoned only if their plugin fails or blocks them.
+	VolumeSnapshotsSent int64 `json:"volumeSnapshotsSent,omitempty"`
 }
 
 // PluginPlan is one plugin's share of a plan.
@@ -104,6 +109,10 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		p.DueAt = r.DeletionDueAt
 	}
 
+	if err := checkFinished(b); err != nil {
+		p.Rejected = err.Error()
+		return p, nil
+	}
 	if err := d.startCheck(b, opts); err != nil {
 		p.Rejected = err.Error()
 		return p, nil
@@ -112,14 +121,46 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 	if tarballUnusable(err) && opts.ForcePurge {
 		// The abandon path: no plugin can run, and the backup is purged
 		// with every item not settled.
+		// The native volume snapshots, listed in a file of their own,
+		// are still sent to their plugins.
+		pending, problem, perr := d.snapshotsWithoutTarball(ctx, b, false)
+		if perr != nil {
+			return nil, perr
+		}
 		rep := &Report{}
 		if aerr := d.abandonAll(ctx, b, rep, err); aerr != nil {
 			return nil, aerr
 		}
 		p.TotalItems = rep.TotalItems
+		p.VolumeSnapshots = recordedSnapshots(b)
 		p.Abandon = &AbandonPlan{
 			Tarball: rep.TarballProblem, TarballError: err.Error(), Items: int64(rep.UnsettledCount),
 			FailedOrBlocked: int64(rep.UnsettledCount) - rep.NotSent, NotSent: rep.NotSent,
+		}
+		if problem != nil {
+			p.Abandon.VolumeSnapshotsError = problem.Error()
+		}
+		m := newMatcher(infos)
+		for i := range pending {
+			pi := &pending[i]
+			if pi.prior == nil {
+				p.Abandon.NotSent--
+			} else {
+				p.Abandon.FailedOrBlocked--
+			}
+			p.Abandon.Items--
+			it := backup.SnapshotItem(pi.ord, &pi.snap)
+			matched := m.match(it)
+			if len(matched) > 0 {
+				p.Abandon.VolumeSnapshotsSent++
+			}
+			for _, idx := range matched {
+				pp := &p.Plugins[idx]
+				pp.Items++
+				if len(pp.Samples) < planSamples {
+					pp.Samples = append(pp.Samples, it.Key())
+				}
+			}
 		}
 		p.AlreadySettled = rep.TotalItems - int64(rep.UnsettledCount)
 		return p, nil

@@ -284,15 +284,30 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 	r := b.Resource
 	rep := &Report{Backup: r.Name}
 	fence := w.Fence()
+	if err := checkFinished(b); err != nil {
+		return nil, err
+	}
 
 	if slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
 		sum, err := d.validate(ctx, b)
 		d.noteTarball(ctx, b, err, opts)
 		if tarballUnusable(err) && opts.ForcePurge {
-			// Nothing this backup owns is left to give the plugins: the
-			// forced purge abandons every item they had not finished,
-			// including those never sent.
+			// The tarball's items cannot reach the plugins: the forced
+			// purge abandons every one they had not finished, including
+			// those never sent. The native volume snapshots, listed in a
+			// file of their own, are still sent; only those that could
+			// not be sent, or did not settle, are abandoned.
+			pending, problem, perr := d.snapshotsWithoutTarball(ctx, b, true)
+			if perr != nil {
+				return nil, perr
+			}
 			if err := d.abandonAll(ctx, b, rep, err); err != nil {
+				return nil, err
+			}
+			if problem != nil {
+				rep.SnapshotsProblem = problem.Error()
+			}
+			if err := d.sendSnapshots(ctx, b, pending, rep); err != nil {
 				return nil, err
 			}
 			nr, why, err := d.Held(ctx, r, true)
@@ -433,6 +448,10 @@ func (d *Deleter) purge(ctx context.Context, b *backup.Backup, rep *Report, opts
 		if rep.SnapshotsProblem != "" {
 			info["volumeSnapshotsProblem"] = rep.SnapshotsProblem
 			reason += "; the list of native volume snapshots was unusable"
+		}
+		if rep.SnapshotsSent > 0 {
+			info["volumeSnapshotsSent"] = rep.SnapshotsSent
+			reason += fmt.Sprintf("; %d native volume snapshots were sent to their plugins", rep.SnapshotsSent)
 		}
 	}
 	details, _ := json.Marshal(info)
@@ -731,6 +750,12 @@ func pluginBackup(b *backup.Backup, tarball string) plugin.Backup {
 	}
 	if b.Spec.ExpiresAt != nil {
 		pb.ExpiresAt = *b.Spec.ExpiresAt
+	}
+	if b.Spec.Velero != nil {
+		pb.SourceUID = b.Spec.Velero.UID
+	}
+	if b.Spec.CreatedAt != nil {
+		pb.SourceCreatedAt = *b.Spec.CreatedAt
 	}
 	return pb
 }

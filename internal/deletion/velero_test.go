@@ -164,9 +164,13 @@ func TestVeleroBucketSyncAndPurge(t *testing.T) {
 			require.Equal(t, velerotest.TTL, time.Duration(b.Spec.TTL))
 			require.NotNil(t, b.Spec.ExpiresAt)
 			require.Equal(t, velerotest.Created.Add(velerotest.TTL), *b.Spec.ExpiresAt)
+			meta := files[velero.MetadataKey("nightly-0412")]
+			require.False(t, b.Spec.Velero.MetadataModTime.IsZero())
 			require.Equal(t, &backup.VeleroInfo{
 				MetadataKey: velero.MetadataKey("nightly-0412"), StorageLocation: "default", Phase: "Completed",
 				IncludedNamespaces: []string{"shop"}, UID: b.Spec.Velero.UID,
+				// The file itself, recorded for the Velero plugins.
+				Object: meta, MetadataSize: int64(len(meta)), MetadataModTime: b.Spec.Velero.MetadataModTime,
 			}, b.Spec.Velero)
 			require.NotEmpty(t, b.Spec.Velero.UID)
 			require.Equal(t, int64(len(velerotest.Items())), b.Spec.Items)

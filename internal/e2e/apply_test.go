@@ -217,7 +217,7 @@ func TestApplyRefusesBadManifests(t *testing.T) {
 		{"policy", "kind: Volume\nmetadata: {name: v}\nreferences: [{kind: Disk, name: d, onTargetDelete: keep}]", `document 2 (Volume/v): references[0].onTargetDelete: invalid policy "keep"`},
 		{"owner", "kind: Volume\nmetadata: {name: v, namespace: prod, ownerReferences: [{kind: Disk, name: d}]}", `document 2 (Volume/prod/v): metadata.ownerReferences[0]: owner Disk/prod/d or Disk/d does not exist`},
 		{"target", "kind: Volume\nmetadata: {name: v}\nreferences: [{kind: Disk, name: d, onTargetDelete: block}]", `document 2 (Volume/v): references[0]: block target Disk/d does not exist`},
-		{"cycle", "kind: A\nmetadata: {name: a, ownerReferences: [{kind: B, name: b}]}\n---\nkind: B\nmetadata: {name: b, ownerReferences: [{kind: A, name: a}]}", `owner cycle: A/a is owned by B/b is owned by A/a`},
+		{"cycle", "kind: A\nmetadata: {name: a, ownerReferences: [{kind: B, name: b}]}\n---\nkind: B\nmetadata: {name: b, ownerReferences: [{kind: A, name: a}]}", `cycle: A/a owns B/b; B/b owns A/a: none of them could ever be purged`},
 		{"bundle twice", shopBundle("1", "web", "web"), `spec.resources[1].name: member "web" appears twice`},
 		{"bundle delay", shopBundle("1", "web=soon"), `spec.resources[0].object.metadata.annotations["lethe.io/deletion-delay"]: invalid duration "soon"`},
 	} {

@@ -51,6 +51,7 @@ func BenchmarkFleetThroughput(b *testing.B) {
 					h.ok("backup", "create", name, "--from", tarball)
 					h.ok("backup", "delete", name, "--async", "--yes")
 				}
+				h.ok("plugin", "lock") // lethe server runs pinned plugins only
 				st, err := drivers.Open(context.Background(), h.store, &catalog.Config{})
 				require.NoError(b, err)
 				b.StartTimer()

@@ -75,6 +75,7 @@ func TestFleet(t *testing.T) {
 		"LETHE_PLUGIN_ENV="+pluginFleet+":LETHE_RECORD_FILE="+e.record+"\n"+pluginFleet+":LETHE_RECORD_SLEEP=2ms")
 	// Migrate once, before the replicas race to.
 	e.ok("migrate")
+	e.ok("plugin", "lock") // lethe server runs pinned plugins only
 
 	ctx, cancel := context.WithTimeout(context.Background(), fleetDeadline)
 	defer cancel()

@@ -157,6 +157,7 @@ func TestServerKeepsABackupWhosePluginIsMissing(t *testing.T) {
 	e.ok("backup", "delete", "kept", "--yes", "--async")
 
 	metrics := freePort(t)
+	e.ok("plugin", "lock") // lethe server runs pinned plugins only
 	p := e.start("server", "--metrics-addr", metrics)
 	deadline := time.Now().Add(60 * time.Second)
 	var exp expectedJSON

@@ -158,6 +158,7 @@ VALUES (?, 'DeletionStuck', ?, ?, 'pending', 0, 0, 0)`, forged, attacker.URL+"/s
 
 	// A server, started after the processes that recorded the event have
 	// exited, delivers its notification and runs the requeued row.
+	e.ok("plugin", "lock") // lethe server runs pinned plugins only
 	srv := e.start("server")
 	for i := 0; ; i++ {
 		require.Less(t, i, 600, "the server did not finish the deletion\n%s", srv.errb)
@@ -253,6 +254,7 @@ func TestTwoServersOnPostgresRunEachRowOnce(t *testing.T) {
 		r := e.run("backup", "delete", name, "--yes")
 		require.Equal(t, 3, r.code, "%s", r)
 	}
+	e.ok("plugin", "lock") // lethe server runs pinned plugins only
 	a, b := e.start("server"), e.start("server")
 	for i := 0; ; i++ {
 		if len(e.retryRows("--state", "discarded")) == n {

@@ -58,7 +58,8 @@ func TestNoSecretInOutput(t *testing.T) {
 	run(0, "backup", "delete", "now", "--yes", "-o", "json")
 	run(0, "backup", "delete", "later", "--yes", "--async")
 
-	// The server runs the requested deletion.
+	// The server runs the requested deletion (pinned plugins only).
+	run(0, "plugin", "lock")
 	p := e.start(append(slices.Clone(global), "server")...)
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -51,11 +51,12 @@ const maxExplainRetries = 5
 
 // retryRows reads r's rows of the retry queue (at most maxExplainRetries,
 // and whether there are more) and says them in one line each.
-func (c *Collector) retryRows(ctx context.Context, r *catalog.Resource) ([]RetryInfo, []string, error) {
-	rows, err := c.cfg.Retry.List(ctx, catalog.RetryFilter{OwnerUID: r.UID, Limit: maxExplainRetries + 1})
-	if err != nil || len(rows) == 0 {
+func (c *Collector) retryRows(ctx context.Context, r *catalog.Resource, keep func(*catalog.RetryRow) bool) ([]RetryInfo, []string, error) {
+	all, err := c.cfg.Retry.List(ctx, catalog.RetryFilter{OwnerUID: r.UID, Limit: maxExplainRetries + 1})
+	if err != nil || len(all) == 0 {
 		return nil, nil, err
 	}
+	rows := slices.DeleteFunc(all, func(row *catalog.RetryRow) bool { return !keep(row) })
 	var infos []RetryInfo
 	var lines []string
 	for i, row := range rows {
@@ -98,16 +99,18 @@ func (c *Collector) Explain(ctx context.Context, k catalog.Key) (*Explanation, e
 		if terr != nil {
 			return nil, err
 		}
-		return &Explanation{Resource: k, Phase: catalog.PhasePurged, Reason: "purged at " + ts.PurgedAt.Format("2006-01-02T15:04:05Z07:00") + " by " + ts.Actor, WaitingFor: []*Explanation{}}, nil
+		return c.explainPurged(ctx, k, ts)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return c.explain(ctx, r, nil, 0)
+	return c.explain(ctx, r, nil, 0, map[string]bool{})
 }
 
 // relation says how a parent waits for a child.
-func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []string, depth int) (*Explanation, error) {
+// said holds the cycles the tree has printed already: each is printed
+// once.
+func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []string, depth int, said map[string]bool) (*Explanation, error) {
 	e := &Explanation{Resource: r.Key(), Phase: r.Phase, Finalizers: r.Finalizers, WaitingFor: []*Explanation{}}
 	if slices.Contains(path, r.UID) {
 		e.Reason = "cycle: " + r.Key().String() + " is already waiting further up this tree"
@@ -127,6 +130,15 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		return e, nil
 	}
 	var reasons []string
+	// A cycle is said first, and once in the tree: where it is met first.
+	if cond := stuckCondition(r); cond != nil && cond.Reason == ReasonCycle {
+		if said[cond.Message] {
+			reasons = append(reasons, "on the cycle above")
+		} else {
+			said[cond.Message] = true
+			reasons = append(reasons, cond.Message)
+		}
+	}
 	add := func(child *catalog.Resource, why string) error {
 		if len(e.WaitingFor) >= maxExplainChildren {
 			return nil
@@ -136,7 +148,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 			ce = &Explanation{Resource: child.Key(), Phase: child.Phase, Reason: "(deeper levels not shown)", WaitingFor: []*Explanation{}}
 		} else {
 			var err error
-			if ce, err = c.explain(ctx, child, path, depth+1); err != nil {
+			if ce, err = c.explain(ctx, child, path, depth+1, said); err != nil {
 				return err
 			}
 		}
@@ -148,6 +160,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		return nil
 	}
 	policy := Propagation(r.PropagationPolicy)
+	carryingOut := false
 	if slices.Contains(r.Finalizers, catalog.FinalizerCascade) && policy == Foreground {
 		deps, err := c.st.Dependents(ctx, r.UID)
 		if err != nil {
@@ -168,20 +181,35 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		} else if !slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
 			// While the plugins still have it, they are what it waits
 			// for (said below): the cascade finalizer goes after them.
-			reasons = append(reasons, "its cascade is being carried out (finalizer "+catalog.FinalizerCascade+")")
+			carryingOut = true
 		}
 	}
 	refs, err := c.st.Referrers(ctx, r.Key())
 	if err != nil {
 		return nil, err
 	}
-	var blockers []string
+	var blockers, cascaders []string
+	// live are the waits that hold it now (the item ids of its KindWait
+	// rows): a row the collector has not removed yet for a wait that is
+	// gone (a purged blocker) is not shown.
+	live := map[string]bool{}
+	for _, f := range r.Finalizers {
+		live[waitFinalizer+f] = true
+	}
 	for _, x := range refs {
 		for _, ref := range refsTo(x, r) {
+			if ref.OnTargetDelete == catalog.RefCascade && policy == Foreground && slices.Contains(r.Finalizers, catalog.FinalizerCascade) {
+				cascaders = append(cascaders, x.Key().String())
+				if err := add(x, "holds a cascade reference to "+r.Key().String()+", which waits until it is purged"); err != nil {
+					return nil, err
+				}
+				break
+			}
 			if ref.OnTargetDelete != catalog.RefBlock {
 				continue
 			}
 			blockers = append(blockers, x.Key().String())
+			live[waitReference+x.Key().String()] = true
 			what := "holds a block reference to " + r.Key().String()
 			if x.Phase != catalog.PhaseDeleting {
 				what += ", and is not being deleted"
@@ -192,10 +220,16 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 			break
 		}
 	}
+	if carryingOut && len(cascaders) == 0 {
+		reasons = append(reasons, "its cascade is being carried out (finalizer "+catalog.FinalizerCascade+")")
+	}
+	if len(cascaders) > 0 {
+		reasons = append(reasons, fmt.Sprintf("waiting for %d referrer(s) with a cascade reference to it (Foreground): %s", len(cascaders), strings.Join(cascaders, ", ")))
+	}
 	if len(blockers) > 0 {
 		reasons = append(reasons, r.Key().String()+" is blocked by "+strings.Join(blockers, ", ")+" (block reference): it cannot be purged while they exist")
 	}
-	infos, lines, err := c.retryRows(ctx, r)
+	infos, lines, err := c.retryRows(ctx, r, func(row *catalog.RetryRow) bool { return row.Kind != retry.KindWait || live[row.ItemID] })
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +250,19 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		}
 	}
 	if cond := stuckCondition(r); cond != nil {
-		e.Stuck = true
+		// What explain reads live wins over a condition the collector
+		// has not rewritten yet: a blocker purged since, a finalizer
+		// removed since.
+		switch cond.Reason {
+		case "BlockedByReferrer", "DependentStuck", ReasonReferrerStuck:
+			// Stuck while what it waits for is (read live below it).
+			for _, ch := range e.WaitingFor {
+				e.Stuck = e.Stuck || ch.Stuck
+			}
+		case "WaitingForFinalizer":
+		default:
+			e.Stuck = true
+		}
 	}
 	reasons = append(reasons, lines...)
 	if len(reasons) == 0 {
@@ -252,4 +298,54 @@ func writeTree(w io.Writer, e *Explanation, first, rest string) error {
 		}
 	}
 	return nil
+}
+
+// explainPurged explains a purged resource from its tombstone, and lists
+// what its deletion set off that has not finished yet (Background, or
+// a referrer entered by its cascade): its dependents and the referrers
+// holding a cascade reference to it that are still Deleting.
+func (c *Collector) explainPurged(ctx context.Context, k catalog.Key, ts *catalog.Tombstone) (*Explanation, error) {
+	e := &Explanation{Resource: k, Phase: catalog.PhasePurged, Reason: "purged at " + ts.PurgedAt.Format("2006-01-02T15:04:05Z07:00") + " by " + ts.Actor, WaitingFor: []*Explanation{}}
+	said := map[string]bool{}
+	var left []*catalog.Resource
+	var why []string
+	if ts.UID != "" {
+		deps, err := c.st.Dependents(ctx, ts.UID)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range deps {
+			if d.Phase == catalog.PhaseDeleting && ownerEdge(d, ts.UID) != nil {
+				left, why = append(left, d), append(why, "dependent of "+k.String()+", its deletion not finished")
+			}
+		}
+	}
+	refs, err := c.st.Referrers(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range refs {
+		for _, ref := range x.References {
+			if ref.OnTargetDelete == catalog.RefCascade && ref.Kind == k.Kind && ref.Namespace == k.Namespace && ref.Name == k.Name &&
+				(ref.UID == "" || ref.UID == ts.UID) && x.Phase == catalog.PhaseDeleting {
+				left, why = append(left, x), append(why, "held a cascade reference to "+k.String()+", its deletion not finished")
+				break
+			}
+		}
+	}
+	for i, x := range left {
+		if len(e.WaitingFor) >= maxExplainChildren {
+			break
+		}
+		ce, err := c.explain(ctx, x, nil, 1, said)
+		if err != nil {
+			return nil, err
+		}
+		ce.Reason = why[i] + "; " + ce.Reason
+		e.WaitingFor = append(e.WaitingFor, ce)
+	}
+	if len(left) > 0 {
+		e.Reason += fmt.Sprintf("; what its deletion set off is not finished: %d resource(s)", len(left))
+	}
+	return e, nil
 }

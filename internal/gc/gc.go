@@ -288,12 +288,20 @@ type DeleteOptions struct {
 type RefusedError struct {
 	Key       catalog.Key
 	Referrers []catalog.Key
+	// Cycle, when set, is the cycle the key is on (a catalog written
+	// before cycles were refused at apply): deleting the referrers first
+	// cannot work either.
+	Cycle []catalog.CycleEdge
 }
 
 func (e *RefusedError) Error() string {
 	names := make([]string, len(e.Referrers))
 	for i, k := range e.Referrers {
 		names[i] = k.String()
+	}
+	if len(e.Cycle) > 0 {
+		return fmt.Sprintf("refusing to delete %s: it is the target of block references from %s, on a %s: none of them can be deleted before the others",
+			e.Key, strings.Join(names, ", "), catalog.FormatCycle(e.Cycle))
 	}
 	return fmt.Sprintf("refusing to delete %s: it is the target of block references from %s (delete them first, or change their onTargetDelete)",
 		e.Key, strings.Join(names, ", "))
@@ -319,15 +327,26 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 		if refs, err := c.blockingReferrers(ctx, r, true); err != nil {
 			return nil, err
 		} else if len(refs) > 0 {
-			return nil, &RefusedError{Key: k, Referrers: refs}
+			cyc, err := c.cycleThrough(ctx, r)
+			if err != nil {
+				return nil, err
+			}
+			return nil, &RefusedError{Key: k, Referrers: refs, Cycle: cyc}
 		}
 	}
 	if opts.DryRun {
-		return c.Plan(ctx, k, prop)
+		return c.plan(ctx, k, prop, opts.Force)
 	}
 	// The whole plan is a walk of the cascade: only a dry run pays for it.
 	plan := &Plan{Root: k, Propagation: prop, Entries: []PlanEntry{{Resource: k, Action: ActionDelete, Phase: r.Phase, Reason: "requested (" + string(prop) + ")"}}}
 	if r.Phase == catalog.PhaseDeleting {
+		if opts.Force {
+			// Asked again with --force: its cascade skips the grace
+			// windows from now on.
+			if _, err := c.markForced(ctx, r); err != nil {
+				return nil, err
+			}
+		}
 		_, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: c.now()})
 		return plan, err
 	}
@@ -349,10 +368,27 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 			return plan, nil
 		}
 	}
+	if opts.Force {
+		// Its cascade skips the grace windows it reaches, too.
+		if r, err = c.markForced(ctx, r); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := c.enter(ctx, r, prop, cmp.Or(opts.Reason, "deletion requested"), opts.Force, true); err != nil {
 		return nil, err
 	}
 	return plan, nil
+}
+
+// AuditCascadeDelete is the audit action of a resource a cascade moved to
+// Deleting (a window it skipped under --force is a force-delete).
+const AuditCascadeDelete = "cascade-delete"
+
+// enterCascade is enter for a resource that parent's cascade reached: it
+// skips a grace window only when the cascade is forced (force-delete,
+// saying so), and is audited as a cascade-delete otherwise.
+func (c *Collector) enterCascade(ctx context.Context, parent, d *catalog.Resource, prop Propagation, reason string) (*catalog.Resource, error) {
+	return c.enterAs(ctx, d, prop, reason+skipped(parent, d), forced(parent), false, AuditCascadeDelete)
 }
 
 // enter moves r to Deleting with the collector's finalizers. With queue,
@@ -365,6 +401,13 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 // its items and purges it. The delete-actions finalizer is set only when
 // a plugin selects the resource.
 func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool) (*catalog.Resource, error) {
+	return c.enterAs(ctx, r, prop, reason, force, queue, "")
+}
+
+func (c *Collector) enterAs(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool, action string) (*catalog.Resource, error) {
+	if action != "" && force && skippedWindow(r) {
+		action = "" // force-delete: a window skipped
+	}
 	now := c.now()
 	fins := []string{catalog.FinalizerCascade}
 	if len(c.selecting(r)) > 0 {
@@ -385,7 +428,7 @@ func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propaga
 		}
 	}
 	return c.st.Delete(ctx, r.Key(), catalog.DeleteOptions{
-		Propagation: catalog.Propagation(prop), Finalizers: fins, Force: force, Reason: reason,
+		Propagation: catalog.Propagation(prop), Finalizers: fins, Force: force, Reason: reason, Action: action,
 	})
 }
 

@@ -16,6 +16,10 @@ const (
 	ActionUnset    = "unset"    // its reference to a deleted target is removed
 	ActionBlocked  = "blocked"  // holds a block reference: the target waits for it
 	ActionDangling = "dangling" // keeps an allowDangling reference to a purged target
+	// ActionSchedule: reached by the cascade, it keeps its own grace window
+	// (lethe.io/deletion-delay): Scheduled first, undeletable until the
+	// window ends, then deleted (its own cascade then).
+	ActionSchedule = "schedule"
 )
 
 // PlanEntry is what the cascade does to one resource.
@@ -54,6 +58,11 @@ func (p *Plan) Count(action string) int {
 // propagation policy would do: every resource deleted, orphaned,
 // unlinked, unset or blocked, and the plugins that would run on each.
 func (c *Collector) Plan(ctx context.Context, k catalog.Key, prop Propagation) (*Plan, error) {
+	return c.plan(ctx, k, prop, false)
+}
+
+// plan is Plan; with force, the cascade skips the grace windows it reaches.
+func (c *Collector) plan(ctx context.Context, k catalog.Key, prop Propagation, force bool) (*Plan, error) {
 	if prop == "" {
 		prop = Foreground
 	}
@@ -76,22 +85,49 @@ func (c *Collector) Plan(ctx context.Context, k catalog.Key, prop Propagation) (
 	// but not yet visited does not count as remaining.
 	queue := []todo{{root, prop, "requested"}}
 	deleted[root.UID] = true
+	// again are the resources an edge of the cascade reaches a second
+	// time: a cycle of the cascade, if any, goes through one of them.
+	var again []*catalog.Resource
 	push := func(t todo) {
 		if !deleted[t.r.UID] {
 			deleted[t.r.UID] = true
 			queue = append(queue, t)
+			return
 		}
+		again = append(again, t.r)
+	}
+	rootMark := &catalog.Resource{}
+	if force {
+		rootMark.Annotations = map[string]string{AnnotationCascadeForce: "true"}
 	}
 	for len(queue) > 0 {
 		t := queue[0]
 		queue = queue[1:]
-		p.Entries = append(p.Entries, PlanEntry{Resource: t.r.Key(), Action: ActionDelete, Phase: t.r.Phase, Reason: t.reason + " (" + string(t.prop) + ")", Plugins: c.planPlugins(t.r)})
+		if t.r.UID != root.UID && t.r.Phase != catalog.PhaseDeleting && c.inGrace(rootMark, t.r) {
+			why := t.reason + " (" + string(t.prop) + "); Scheduled first for its own grace window"
+			if t.r.Phase == catalog.PhaseScheduled && t.r.DeletionDueAt != nil {
+				why += ", until " + t.r.DeletionDueAt.UTC().Format(time.RFC3339)
+			} else {
+				why += " (" + catalog.AnnotationDeletionDelay + "=" + t.r.Annotations[catalog.AnnotationDeletionDelay] + ")"
+			}
+			p.Entries = append(p.Entries, PlanEntry{Resource: t.r.Key(), Action: ActionSchedule, Phase: t.r.Phase, Reason: why, Plugins: c.planPlugins(t.r)})
+			continue // its own cascade comes after its window
+		}
+		reason := t.reason + " (" + string(t.prop) + ")"
+		if force && t.r.UID != root.UID && (graceOf(t.r) > 0 || t.r.Phase == catalog.PhaseScheduled) {
+			reason += "; its grace window skipped (--force)"
+		}
+		p.Entries = append(p.Entries, PlanEntry{Resource: t.r.Key(), Action: ActionDelete, Phase: t.r.Phase, Reason: reason, Plugins: c.planPlugins(t.r)})
 		deps, err := c.st.Dependents(ctx, t.r.UID)
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range deps {
-			if ownerEdge(d, t.r.UID) == nil || deleted[d.UID] {
+			if ownerEdge(d, t.r.UID) == nil {
+				continue
+			}
+			if deleted[d.UID] {
+				again = append(again, d)
 				continue
 			}
 			if t.prop == Orphan {
@@ -147,6 +183,35 @@ func (c *Collector) Plan(ctx context.Context, k catalog.Key, prop Propagation) (
 				}
 			}
 		}
+	}
+	// A cycle of waits in the cascade: none of its resources could be
+	// purged. Each cycle is listed once, as blocked, by its first resource.
+	cycles := map[string]bool{}
+	for _, b := range blocks {
+		if deleted[b.referrer.UID] {
+			again = append(again, b.referrer)
+		}
+	}
+	for _, r := range again {
+		cyc, err := c.cycleThrough(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if cyc == nil {
+			continue
+		}
+		line := catalog.FormatCycle(cyc)
+		if cycles[line] {
+			continue
+		}
+		cycles[line] = true
+		first := catalog.Canonical(cyc)[0].From
+		phase := r.Phase
+		if x, err := c.st.Get(ctx, first); err == nil {
+			phase = x.Phase
+		}
+		p.Entries = append(p.Entries, PlanEntry{Resource: first, Action: ActionBlocked, Phase: phase,
+			Reason: line + ": none of them can be purged before the others"})
 	}
 	for _, b := range blocks {
 		if deleted[b.referrer.UID] {

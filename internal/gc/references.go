@@ -45,3 +45,38 @@ func References(ctx context.Context, st Getter, r *catalog.Resource) ([]Referenc
 	}
 	return out, nil
 }
+
+// OwnerState is one of a resource's owner references with its owner's
+// state: Gone when no resource has that UID any more (purged; the
+// collector drops the edge, or deletes the dependent, on its next pass).
+type OwnerState struct {
+	catalog.OwnerRef
+	Gone bool `json:"gone"`
+	// Phase is the owner's phase, when it exists.
+	Phase catalog.Phase `json:"phase,omitempty"`
+}
+
+// UIDGetter reads a resource by UID.
+type UIDGetter interface {
+	GetByUID(ctx context.Context, uid string) (*catalog.Resource, error)
+}
+
+// Owners returns r's owner references, in order, each with its owner's
+// state (one read per owner).
+func Owners(ctx context.Context, st UIDGetter, r *catalog.Resource) ([]OwnerState, error) {
+	out := make([]OwnerState, 0, len(r.Owners))
+	for _, o := range r.Owners {
+		s := OwnerState{OwnerRef: o}
+		x, err := st.GetByUID(ctx, o.UID)
+		switch {
+		case errors.Is(err, catalog.ErrNotFound):
+			s.Gone = true
+		case err != nil:
+			return nil, err
+		default:
+			s.Phase = x.Phase
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

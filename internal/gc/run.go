@@ -198,7 +198,7 @@ func (c *Collector) driveDone(ctx context.Context, t *driveTarget) (Outcome, boo
 
 // wakeFor adds to wake the resources a change may move on: the resource
 // itself when it is Deleting or gone, its owners, and the targets of its
-// block references.
+// block and cascade references.
 func (c *Collector) wakeFor(ctx context.Context, ev catalog.Event, wake map[string]bool, target *driveTarget) {
 	r := ev.Resource
 	if r == nil {
@@ -221,7 +221,7 @@ func (c *Collector) wakeFor(ctx context.Context, ev catalog.Event, wake map[stri
 		wake[o.UID] = true
 	}
 	for _, ref := range r.References {
-		if ref.OnTargetDelete != catalog.RefBlock {
+		if ref.OnTargetDelete != catalog.RefBlock && ref.OnTargetDelete != catalog.RefCascade {
 			continue
 		}
 		if ref.UID != "" {
@@ -374,8 +374,17 @@ func (c *Collector) stepClaimed(ctx context.Context, w *catalog.WorkItem) error 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		c.log.Warn("collecting a resource failed; retrying later", "uid", w.Key, "error", err)
-		rerr := c.st.Release(ctx, f, c.now().Add(c.cfg.Backoff.Next(w.Attempts)), err.Error())
+		next := c.now().Add(c.cfg.Backoff.Next(w.Attempts))
+		if errors.Is(err, catalog.ErrNotFound) {
+			// A normal race: another process (a second delete --wait, a
+			// server) purged what this step was about to write. The next
+			// step, now, reads the catalog again.
+			c.log.Debug("collecting a resource raced another collector; stepping it again", "uid", w.Key, "error", err)
+			next = c.now()
+		} else {
+			c.log.Warn("collecting a resource failed; retrying later", "uid", w.Key, "error", err)
+		}
+		rerr := c.st.Release(ctx, f, next, err.Error())
 		if rerr != nil && !errors.Is(rerr, catalog.ErrLeaseLost) {
 			return rerr
 		}

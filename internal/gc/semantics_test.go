@@ -1,6 +1,9 @@
 package gc_test
 
 import (
+	"context"
+	"time"
+
 	"errors"
 	"testing"
 
@@ -231,24 +234,106 @@ func TestUserFinalizer(t *testing.T) {
 	})
 }
 
-// TestOwnerCycle: a cycle that got past apply is reported, not looped on.
-func TestOwnerCycle(t *testing.T) {
+// TestACycleThatAroseAnywayIsReportedOnce: a cycle of waits stored past
+// the catalog's check (by an earlier Lethe) — owner edges alone, or an
+// owner edge and a block reference — is found by the collector: every
+// resource of it gets DeletionStuck with reason Cycle and the cycle in
+// one line, printed once; the audit log gets one deletion-cycle entry;
+// Drive returns stuck; explain and the dry run say it; and stepping it
+// again writes nothing more.
+func TestACycleThatAroseAnywayIsReportedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(x *catalog.Resource)
+		want string
+	}{
+		{"owner edges", func(x *catalog.Resource) {
+			x.Owners = append(x.Owners, catalog.OwnerRef{Kind: "Node", Name: "y", BlockOwnerDeletion: true})
+		},
+			"cycle: Node/prod/x owns Node/prod/y; Node/prod/y owns Node/prod/x: none of them can be purged before the others"},
+		{"owner edge and block reference", func(x *catalog.Resource) {
+			x.References = append(x.References, catalog.Reference{Kind: "Node", Namespace: "prod", Name: "y", OnTargetDelete: catalog.RefBlock})
+		}, "cycle: Node/prod/x owns Node/prod/y; Node/prod/x holds a block reference to Node/prod/y: none of them can be purged before the others"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			onDrivers(t, func(t *testing.T, st catalog.Store) {
+				f := newFixture(t, st, false)
+				x := f.res("Node", "x")
+				y := f.res("Node", "y", ownedBy(x, true))
+				x = f.get(x)
+				tc.make(x)
+				for i := range x.Owners {
+					x.Owners[i].UID = y.UID
+				}
+				f.storeAnyway(x)
+
+				p, err := f.c.Delete(f.ctx, x.Key(), gc.DeleteOptions{DryRun: true})
+				require.NoError(t, err)
+				require.Equal(t, 1, p.Count(gc.ActionBlocked), "%+v", p.Entries)
+				require.Contains(t, p.Entries[len(p.Entries)-1].Reason, tc.want)
+
+				_, err = f.c.Delete(f.ctx, x.Key(), gc.DeleteOptions{})
+				require.NoError(t, err)
+				// A cycle nobody finds would never end: 15 s is plenty.
+				dctx, cancel := context.WithTimeout(f.ctx, 15*time.Second)
+				out, err := f.c.Drive(dctx, x.Key(), gc.DriveOptions{})
+				cancel()
+				require.NoError(t, err, "Drive must return stuck, not run on")
+				require.Equal(t, gc.OutcomeStuck, out)
+				for _, r := range []*catalog.Resource{x, y} {
+					cur := f.requirePhase(r, catalog.PhaseDeleting)
+					require.NotNil(t, stuck(cur), "%s", r.Key())
+					require.Equal(t, gc.ReasonCycle, stuck(cur).Reason)
+					require.Equal(t, tc.want, stuck(cur).Message)
+				}
+				count := func() (cycles, updates int) {
+					es, err := f.st.ListAudit(f.ctx, catalog.AuditFilter{})
+					require.NoError(t, err)
+					for _, e := range es {
+						switch e.Action {
+						case gc.AuditCycle:
+							cycles++
+							require.Equal(t, tc.want, e.Reason)
+						case "update":
+							updates++
+						}
+					}
+					return cycles, updates
+				}
+				cycles, updates := count()
+				require.Equal(t, 1, cycles, "one audit entry for the cycle")
+				require.LessOrEqual(t, updates, 2, "each resource's condition written once")
+				e, err := f.c.Explain(f.ctx, x.Key())
+				require.NoError(t, err)
+				require.True(t, e.Stuck)
+				require.Contains(t, e.Reason, tc.want)
+				// Again: nothing new is written.
+				require.Equal(t, gc.OutcomeStuck, f.drive(x))
+				require.Equal(t, gc.OutcomeStuck, f.drive(y))
+				c2, u2 := count()
+				require.Equal(t, cycles, c2)
+				require.Equal(t, updates, u2)
+			})
+		})
+	}
+}
+
+// TestDeletingOnACycleOfBlockReferencesSaysCycle: r1 and r2 hold block
+// references to each other (stored past the catalog's check): a delete
+// of either is refused, and the refusal names the cycle.
+func TestDeletingOnACycleOfBlockReferencesSaysCycle(t *testing.T) {
 	onDrivers(t, func(t *testing.T, st catalog.Store) {
 		f := newFixture(t, st, false)
-		a := f.res("Node", "a")
-		b := f.res("Node", "b", ownedBy(a, true))
-		a = f.get(a)
-		ownedBy(b, true)(a)
-		_, err := f.st.Update(f.ctx, a)
-		require.NoError(t, err)
-		require.Equal(t, gc.OutcomeStuck, f.del(a, gc.Foreground))
-		xa := f.requirePhase(a, catalog.PhaseDeleting)
-		xb := f.requirePhase(b, catalog.PhaseDeleting)
-		msgs := stuck(xa).Message + stuck(xb).Message
-		require.Contains(t, msgs, "owner cycle")
-		e, err := f.c.Explain(f.ctx, a.Key())
-		require.NoError(t, err)
-		require.Contains(t, e.WaitingFor[0].WaitingFor[0].Reason, "cycle")
+		r1 := f.res("R", "r1")
+		r2 := f.res("R", "r2", refTo(r1, catalog.RefBlock))
+		r1 = f.get(r1)
+		refTo(r2, catalog.RefBlock)(r1)
+		f.storeAnyway(r1)
+		_, err := f.c.Delete(f.ctx, r1.Key(), gc.DeleteOptions{})
+		var re *gc.RefusedError
+		require.ErrorAs(t, err, &re)
+		require.Contains(t, err.Error(), "cycle: R/prod/r2 holds a block reference to R/prod/r1; R/prod/r1 holds a block reference to R/prod/r2")
+		f.requirePhase(r1, catalog.PhaseActive)
 	})
 }
 

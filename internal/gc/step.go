@@ -30,6 +30,8 @@ type result struct {
 type stuckInfo struct {
 	reason string
 	chain  []string
+	// cycle is the cycle of a ReasonCycle, canonical (catalog.Canonical).
+	cycle []catalog.CycleEdge
 }
 
 func (s *stuckInfo) message() string { return strings.Join(s.chain, " → ") }
@@ -38,7 +40,11 @@ func (s *stuckInfo) message() string { return strings.Join(s.chain, " → ") }
 type waits struct {
 	dependents []*catalog.Resource // blockOwnerDeletion dependents (Foreground)
 	referrers  []*catalog.Resource // block referrers
-	plugin     string              // the first unfinished plugin, with its state
+	// cascaders are the referrers holding a cascade reference to it that
+	// are not purged yet (Foreground: it waits for them, as Goten's
+	// deleted resource waits for its back-references to be handled).
+	cascaders []*catalog.Resource
+	plugin    string // the first unfinished plugin, with its state
 	// pluginLeft: the delete-actions finalizer is still there (a plugin
 	// waits in the retry queue).
 	pluginLeft bool
@@ -63,7 +69,30 @@ func (c *Collector) step(ctx context.Context, uid string, depth int) (result, er
 	return c.stepResource(ctx, r, depth)
 }
 
+// inlineKey is the context key of the resources being stepped further up
+// the same inline chain: a resource is never stepped inline inside its
+// own step (on a cycle, each step would step the other, with what it
+// read, down to MaxInlineDepth).
+type inlineKey struct{}
+
+func onInlinePath(ctx context.Context, uid string) bool {
+	p, _ := ctx.Value(inlineKey{}).(*inlinePath)
+	for ; p != nil; p = p.up {
+		if p.uid == uid {
+			return true
+		}
+	}
+	return false
+}
+
+type inlinePath struct {
+	uid string
+	up  *inlinePath
+}
+
 func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth int) (result, error) {
+	up, _ := ctx.Value(inlineKey{}).(*inlinePath)
+	ctx = context.WithValue(ctx, inlineKey{}, &inlinePath{uid: r.UID, up: up})
 	var w waits
 	policy := Propagation(r.PropagationPolicy)
 	if policy == "" {
@@ -101,10 +130,34 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				continue
 			}
 			block := policy == Foreground && edge.BlockOwnerDeletion
+			if d.Phase != catalog.PhaseDeleting && c.inGrace(r, d) {
+				// Its own grace window first: Scheduled, undeletable
+				// until it ends; a Foreground owner waits for it.
+				remaining, err := c.remainingOwners(ctx, d, r.UID)
+				if err != nil {
+					return result{}, err
+				}
+				if len(remaining) > 0 {
+					if err := c.unlink(ctx, d, r, "owner "+r.Key().String()+" deleted; still owned by "+strings.Join(remaining, ", ")); err != nil {
+						return result{}, err
+					}
+					continue
+				}
+				nd, err := c.scheduleInCascade(ctx, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
+				if err != nil {
+					return result{}, err
+				}
+				if block {
+					w.dependents = append(w.dependents, nd)
+				}
+				continue
+			}
 			if d.Phase == catalog.PhaseDeleting {
 				if block {
 					w.dependents = append(w.dependents, d)
-					entered = append(entered, d)
+					if !onInlinePath(ctx, d.UID) {
+						entered = append(entered, d)
+					}
 				}
 				continue
 			}
@@ -118,13 +171,18 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				}
 				continue
 			}
-			if c.leaf(d) {
+			if c.leaf(d) && skipped(r, d) == "" {
 				fast = append(fast, catalog.CollectItem{UID: d.UID, ResourceVersion: d.ResourceVersion,
 					Reason: "owner " + r.Key().String() + " deleted (" + string(policy) + "); nothing held it"})
 				slow[d.UID] = d
 				continue
 			}
-			nd, err := c.enter(ctx, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")", true, false)
+			if forced(r) {
+				if d, err = c.markForced(ctx, d); err != nil {
+					return result{}, err
+				}
+			}
+			nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
 			if errors.Is(err, catalog.ErrInvalidTransition) {
 				continue // moved on meanwhile; its next event wakes us
 			}
@@ -151,7 +209,12 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				if !ok {
 					continue
 				}
-				nd, err := c.enter(ctx, d, childProp, it.Reason, true, false)
+				if forced(r) {
+					if d, err = c.markForced(ctx, d); err != nil {
+						return result{}, err
+					}
+				}
+				nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
 				if errors.Is(err, catalog.ErrInvalidTransition) {
 					continue
 				}
@@ -181,10 +244,31 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 					return result{}, err
 				}
 			case catalog.RefCascade:
-				if x.Phase == catalog.PhaseDeleting {
+				if x.Phase != catalog.PhaseDeleting && c.inGrace(r, x) {
+					nx, err := c.scheduleInCascade(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted")
+					if err != nil {
+						return result{}, err
+					}
+					if policy == Foreground {
+						w.cascaders = append(w.cascaders, nx)
+					}
 					continue
 				}
-				nx, err := c.enter(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted", true, false)
+				if x.Phase == catalog.PhaseDeleting {
+					if policy == Foreground {
+						w.cascaders = append(w.cascaders, x)
+						if !onInlinePath(ctx, x.UID) {
+							entered = append(entered, x)
+						}
+					}
+					continue
+				}
+				if forced(r) {
+					if x, err = c.markForced(ctx, x); err != nil {
+						return result{}, err
+					}
+				}
+				nx, err := c.enterCascade(ctx, r, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted")
 				if errors.Is(err, catalog.ErrInvalidTransition) {
 					continue
 				}
@@ -192,6 +276,9 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 					return result{}, err
 				}
 				entered = append(entered, nx)
+				if policy == Foreground {
+					w.cascaders = append(w.cascaders, nx)
+				}
 			}
 		}
 	}
@@ -234,26 +321,31 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 			}
 			waiting[d.UID] = &x
 		}
-		var left []*catalog.Resource
-		for _, d := range w.dependents {
-			if gone[d.UID] {
-				continue
+		still := func(rs []*catalog.Resource) []*catalog.Resource {
+			var left []*catalog.Resource
+			for _, d := range rs {
+				if gone[d.UID] {
+					continue
+				}
+				if x, ok := waiting[d.UID]; ok {
+					d = x
+				}
+				left = append(left, d)
 			}
-			if x, ok := waiting[d.UID]; ok {
-				d = x
-			}
-			left = append(left, d)
+			return left
 		}
-		w.dependents = left
+		w.dependents = still(w.dependents)
+		w.cascaders = still(w.cascaders)
 	}
 
 	// 4. The cascade finalizer goes once no blocking dependent is left:
 	// by the purge itself when it is the last thing holding the resource
 	// (one write instead of two), else on its own.
 	purgeFinalizer := ""
-	if cascading && len(w.dependents) == 0 && r.Kind != BackupKind && len(r.Finalizers) == 1 && len(w.referrers) == 0 {
+	waitsForCascade := len(w.dependents) > 0 || len(w.cascaders) > 0
+	if cascading && !waitsForCascade && r.Kind != BackupKind && len(r.Finalizers) == 1 && len(w.referrers) == 0 {
 		purgeFinalizer = catalog.FinalizerCascade
-	} else if cascading && len(w.dependents) == 0 {
+	} else if cascading && !waitsForCascade {
 		nr, err := c.st.RemoveFinalizer(c.actor(ctx), r.Key(), catalog.FinalizerCascade)
 		if err != nil {
 			return result{}, err
@@ -344,6 +436,11 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 	}
 	return result{stuck: w.stuck}, nil
 }
+
+// ReasonReferrerStuck is the DeletionStuck reason of a resource that
+// waits (Foreground) for a referrer holding a cascade reference to it,
+// which is itself stuck; the chain continues with the referrer's.
+const ReasonReferrerStuck = "CascadeReferrerStuck"
 
 // Item ids of KindWait rows.
 const (
@@ -488,6 +585,21 @@ func (c *Collector) leaf(d *catalog.Resource) bool {
 	return d.Kind != BackupKind && len(d.Finalizers) == 0 && len(c.selecting(d)) == 0
 }
 
+// skipped says, in an audit reason, that a forced cascade skipped d's
+// grace window.
+func skipped(r, d *catalog.Resource) string {
+	if forced(r) && skippedWindow(d) {
+		return "; its grace window skipped (--force on the cascade's root)"
+	}
+	return ""
+}
+
+// skippedWindow says whether moving d to Deleting now skips a grace
+// window it has.
+func skippedWindow(d *catalog.Resource) bool {
+	return graceOf(d) > 0 && d.Phase == catalog.PhaseActive || d.Phase == catalog.PhaseScheduled && d.DeletionDueAt != nil && d.DeletionDueAt.After(time.Now())
+}
+
 func purgeReason(r *catalog.Resource) string {
 	return "garbage collected (" + string(r.PropagationPolicy) + "): every finalizer removed"
 }
@@ -523,7 +635,15 @@ func (c *Collector) ownerGone(ctx context.Context, uid string, depth int) error 
 			}
 			continue
 		}
-		nd, err := c.enter(ctx, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged", true, false)
+		if c.inGrace(&catalog.Resource{}, d) {
+			// Its own grace window first (its owner is gone: nothing
+			// waits for it).
+			if _, err := c.scheduleInCascade(ctx, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged"); err != nil {
+				return err
+			}
+			continue
+		}
+		nd, err := c.enterCascade(ctx, &catalog.Resource{}, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged")
 		if errors.Is(err, catalog.ErrInvalidTransition) {
 			continue
 		}
@@ -632,6 +752,18 @@ func (c *Collector) rewrite(ctx context.Context, x *catalog.Resource, change fun
 // stuck dependent or referrer, or an owner cycle.
 func (c *Collector) stuckOf(ctx context.Context, r *catalog.Resource, w *waits) *stuckInfo {
 	self := r.Key().String()
+	if len(w.dependents) > 0 || len(w.referrers) > 0 || len(w.cascaders) > 0 {
+		// A cycle first: its members would otherwise report each other
+		// (DependentStuck within BlockedByReferrer within ...).
+		cyc, err := c.cycleThrough(ctx, r)
+		if err != nil {
+			c.log.Warn("looking for a cycle", "resource", r.Key(), "error", err)
+		}
+		if cyc != nil {
+			return &stuckInfo{reason: ReasonCycle, cycle: catalog.Canonical(cyc),
+				chain: []string{catalog.FormatCycle(cyc) + ": none of them can be purged before the others"}}
+		}
+	}
 	for _, x := range w.referrers {
 		if x.Phase != catalog.PhaseDeleting {
 			return &stuckInfo{reason: "BlockedByReferrer", chain: []string{
@@ -641,9 +773,21 @@ func (c *Collector) stuckOf(ctx context.Context, r *catalog.Resource, w *waits) 
 			return &stuckInfo{reason: "BlockedByReferrer", chain: append([]string{self + " is blocked by " + x.Key().String() + " (block reference)"}, s.Message)}
 		}
 	}
+	for _, d := range append(slices.Clone(w.dependents), w.cascaders...) {
+		if d.Phase == catalog.PhaseScheduled && d.DeletionDueAt != nil {
+			return &stuckInfo{reason: ReasonGraceWindow, chain: []string{self + " waits for " + d.Key().String() +
+				", Scheduled in its own grace window until " + d.DeletionDueAt.UTC().Format(time.RFC3339) +
+				" (lethe undelete keeps it; delete " + self + " again with --force to skip the windows)"}}
+		}
+	}
 	for _, d := range w.dependents {
 		if s := stuckCondition(d); s != nil {
 			return &stuckInfo{reason: "DependentStuck", chain: append([]string{self + " waits for its dependent " + d.Key().String()}, s.Message)}
+		}
+	}
+	for _, x := range w.cascaders {
+		if s := stuckCondition(x); s != nil {
+			return &stuckInfo{reason: ReasonReferrerStuck, chain: append([]string{self + " waits for " + x.Key().String() + ", which holds a cascade reference to it"}, s.Message)}
 		}
 	}
 	if w.plugin != "" {
@@ -653,11 +797,6 @@ func (c *Collector) stuckOf(ctx context.Context, r *catalog.Resource, w *waits) 
 		if f != catalog.FinalizerCascade && f != catalog.FinalizerDeleteActions {
 			return &stuckInfo{reason: "WaitingForFinalizer", chain: []string{
 				self + " waits for finalizer " + f + " (its controller removes it, or: lethe finalize " + finalizeArgs(r.Key(), f) + ")"}}
-		}
-	}
-	if len(w.dependents) > 0 || len(w.referrers) > 0 {
-		if cyc := c.ownerCycle(ctx, r); len(cyc) > 0 {
-			return &stuckInfo{reason: "OwnerCycle", chain: []string{"owner cycle: " + strings.Join(cyc, " → ")}}
 		}
 	}
 	return nil
@@ -675,43 +814,13 @@ func finalizeArgs(k catalog.Key, f string) string {
 // collector writes from the graph (stuckOf).
 var collectorReasons = map[string]bool{
 	"BlockedByReferrer": true, "DependentStuck": true, "PluginUnfinished": true,
-	"WaitingForFinalizer": true, "OwnerCycle": true,
+	"WaitingForFinalizer": true, "OwnerCycle": true, ReasonCycle: true, ReasonReferrerStuck: true, ReasonGraceWindow: true,
 }
 
 func stuckCondition(r *catalog.Resource) *catalog.Condition {
 	for i := range r.Conditions {
 		if r.Conditions[i].Type == ConditionStuck && r.Conditions[i].Status == "True" {
 			return &r.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// ownerCycle walks r's owners upwards and returns the cycle through r, if
-// any (bounded: a cycle is reported, never looped on).
-func (c *Collector) ownerCycle(ctx context.Context, r *catalog.Resource) []string {
-	type node struct {
-		res  *catalog.Resource
-		path []string
-	}
-	seen := map[string]bool{r.UID: true}
-	queue := []node{{r, []string{r.Key().String()}}}
-	for steps := 0; len(queue) > 0 && steps < 256; steps++ {
-		n := queue[0]
-		queue = queue[1:]
-		for _, o := range n.res.Owners {
-			if o.UID == r.UID {
-				return append(slices.Clone(n.path), r.Key().String())
-			}
-			if seen[o.UID] {
-				continue
-			}
-			seen[o.UID] = true
-			or, err := c.st.GetByUID(ctx, o.UID)
-			if err != nil {
-				continue
-			}
-			queue = append(queue, node{or, append(slices.Clone(n.path), or.Key().String())})
 		}
 	}
 	return nil
@@ -727,7 +836,7 @@ func (c *Collector) noteStuck(ctx context.Context, r *catalog.Resource, s *stuck
 	case s != nil && cur != nil && cur.Reason == s.reason && cur.Message == s.message():
 		return nil
 	}
-	return c.rewriteQuiet(ctx, r, func(x *catalog.Resource) bool {
+	err := c.rewriteQuiet(ctx, r, func(x *catalog.Resource) bool {
 		x.Conditions = slices.DeleteFunc(x.Conditions, func(cd catalog.Condition) bool { return cd.Type == ConditionStuck })
 		if s != nil {
 			x.Conditions = append(x.Conditions, catalog.Condition{Type: ConditionStuck, Status: "True", Reason: s.reason,
@@ -735,6 +844,20 @@ func (c *Collector) noteStuck(ctx context.Context, r *catalog.Resource, s *stuck
 		}
 		return true
 	})
+	if err != nil {
+		return err
+	}
+	if s != nil && s.reason == ReasonCycle && s.cycle[0].From == r.Key() {
+		// One audit entry per cycle: by its first resource (every
+		// resource of it reports the same cycle), when it is found.
+		if err := c.st.AppendAudit(ctx, catalog.AuditEntry{
+			Time: c.now(), Actor: catalog.ActorFrom(c.actor(ctx)), Action: AuditCycle, Kind: r.Kind, Namespace: r.Namespace,
+			Name: r.Name, UID: r.UID, FromPhase: r.Phase, ToPhase: r.Phase, Reason: s.message(),
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rewriteQuiet is rewrite without an audit entry (conditions).

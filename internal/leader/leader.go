@@ -10,7 +10,14 @@
 // A leader that cannot renew (the catalog unreachable, the process
 // paused) stops its loops when the lease it last renewed would expire, by
 // its own clock, before any other replica can take the lease. Replicas'
-// clocks must therefore agree to well within the TTL (NTP).
+// clocks must therefore agree to well within the TTL (NTP). A renewal
+// that finds another holder, or another term, stops them at once.
+//
+// None of that is relied on for safety: the leader's work runs with a
+// context fenced by its term (catalog.WithLeaderFence), and the catalog
+// refuses, in the write's own transaction, every write of a term that is
+// over. A leader paused past its lease (SIGSTOP, a long GC pause, a VM
+// migration) that resumes before it notices writes nothing.
 package leader
 
 import (
@@ -161,7 +168,10 @@ func (e *Elector) lead(ctx context.Context, l *catalog.LeaderLease, start time.T
 	if e.cfg.OnChange != nil {
 		e.cfg.OnChange(true, l.TookOver, l)
 	}
-	lctx, stop := context.WithCancel(ctx)
+	// The work's writes are fenced by this term (catalog.WithLeaderFence):
+	// the catalog refuses them once another replica has taken the lease
+	// over, even if this process, paused past its lease, has not noticed.
+	lctx, stop := context.WithCancel(catalog.WithLeaderFence(ctx, &catalog.LeaderFence{Name: e.cfg.Name, Holder: e.cfg.Holder, Term: l.Term}))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -2,8 +2,11 @@ package leader_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/catalogtest"
 	"github.com/lethehq/lethe/internal/catalog/drivers"
 	"github.com/lethehq/lethe/internal/leader"
 )
@@ -189,4 +193,149 @@ func (f *failing) AcquireLeader(ctx context.Context, name, holder string, ttl ti
 		return nil, context.DeadlineExceeded
 	}
 	return f.Store.AcquireLeader(ctx, name, holder, ttl)
+}
+
+// gatedRenewals passes a replica's first AcquireLeader (its acquisition)
+// and holds every later one (its renewals) until the test hands out a
+// token, so the test decides when the leader learns what the catalog
+// says. It notes any renewal asked after one that named another holder
+// while the leader's work still runs: a deposed leader keeping on.
+type gatedRenewals struct {
+	catalog.Store
+	tokens  chan struct{}
+	working *atomic.Bool
+
+	mu        sync.Mutex
+	calls     int
+	open      bool
+	deposed   bool   // a renewal answered with another holder
+	violation string // what the deposed leader did next
+}
+
+func (g *gatedRenewals) AcquireLeader(ctx context.Context, name, holder string, ttl time.Duration) (*catalog.LeaderLease, error) {
+	g.mu.Lock()
+	g.calls++
+	n, open := g.calls, g.open
+	if g.deposed && g.working.Load() && g.violation == "" {
+		g.violation = "the deposed leader asked to renew again while its work still ran"
+	}
+	g.mu.Unlock()
+	if n > 1 && !open {
+		select {
+		case <-g.tokens:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	l, err := g.Store.AcquireLeader(ctx, name, holder, ttl)
+	if err == nil && l.Holder != holder {
+		g.mu.Lock()
+		g.deposed = true
+		g.mu.Unlock()
+	}
+	return l, err
+}
+
+func (g *gatedRenewals) openGate() {
+	g.mu.Lock()
+	g.open = true
+	g.mu.Unlock()
+	close(g.tokens)
+}
+
+func (g *gatedRenewals) violated() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.violation
+}
+
+// TestRenewalNamingAnotherHolderStopsTheLeaderAtOnce: the leader's own
+// clock never moves, so its lease never lapses by it; another replica
+// takes the lease over (the catalog's clock moved on, as for a leader
+// paused past its lease). From then on the old term's writes are refused
+// by the catalog, and the first renewal that names the other holder stops
+// the leader's work at once: no further renewal, no further write.
+func TestRenewalNamingAnotherHolderStopsTheLeaderAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lethe.db")
+	clock := catalogtest.NewClock(catalogtest.Epoch)
+	st, err := drivers.Open(context.Background(), "sqlite://"+path, &catalog.Config{Now: clock.Now, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	defer st.Close()
+	var working atomic.Bool
+	g := &gatedRenewals{Store: st, tokens: make(chan struct{}), working: &working}
+	frozen := func() time.Time { return catalogtest.Epoch }
+	el, err := leader.New(&leader.Config{Store: g, Holder: "a", TTL: 300 * time.Millisecond, Now: frozen})
+	require.NoError(t, err)
+
+	// The leader's work writes when the test asks it to.
+	writes := make(chan chan error)
+	stopped := make(chan struct{})
+	started := make(chan struct{})
+	ctx, cancel := context.WithCancel(catalog.WithActor(context.Background(), "a"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = el.Run(ctx, func(lctx context.Context) {
+			working.Store(true)
+			close(started)
+			defer close(stopped)
+			defer working.Store(false)
+			for n := 0; ; n++ {
+				select {
+				case <-lctx.Done():
+					return
+				case reply := <-writes:
+					_, err := st.Enqueue(lctx, catalog.WorkItem{Queue: "leader-writes", Key: fmt.Sprintf("w%d", n)})
+					reply <- err
+				}
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	write := func() error {
+		reply := make(chan error)
+		select {
+		case writes <- reply:
+			return <-reply
+		case <-stopped:
+			return errors.New("the work has stopped")
+		}
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a never led")
+	}
+	require.NoError(t, write(), "the live term writes")
+
+	// b takes the lease over: term 2. a does not know yet (its renewal
+	// waits at the gate), but the catalog refuses its term's writes.
+	clock.Advance(time.Hour)
+	b, err := st.AcquireLeader(context.Background(), leader.NameDefault, "b", time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), b.Term)
+	err = write()
+	require.ErrorIs(t, err, catalog.ErrStaleTerm, "a write of the deposed term")
+	require.True(t, el.Leading(), "a has not been told yet")
+
+	// The renewal names b: a stops its work at once.
+	g.tokens <- struct{}{}
+	deadline := time.After(10 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case <-stopped:
+			waiting = false
+		case <-time.After(5 * time.Millisecond):
+			require.Empty(t, g.violated(), "the leader kept on after a renewal named another holder")
+		case <-deadline:
+			t.Fatal("the leader kept on after a renewal named another holder: its work still runs")
+		}
+	}
+	require.Empty(t, g.violated())
+	g.openGate()
+	require.Eventually(t, func() bool { return !el.Leading() }, 10*time.Second, 5*time.Millisecond)
+	items, err := st.ListWork(context.Background(), "leader-writes")
+	require.NoError(t, err)
+	require.Len(t, items, 1, "only the write of the live term is in the catalog")
+	require.Equal(t, "w0", items[0].Key)
 }

@@ -197,6 +197,18 @@ func Load(path string, stdin io.Reader, lim Limits) ([]*Document, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every source is prescanned before any is parsed: the bound of the
+	// whole input comes first.
+	total := 0
+	for _, src := range srcs {
+		n, err := prescan(src, lim)
+		if err != nil {
+			return nil, err
+		}
+		if total += n; total > lim.MaxTotalValues {
+			return nil, fmt.Errorf("%s: more than %d values together; apply fewer files at once", sourceName(path), lim.MaxTotalValues)
+		}
+	}
 	var out []*Document
 	for _, src := range srcs {
 		docs, err := Parse(src, lim)
@@ -223,17 +235,17 @@ func sourceName(path string) string {
 
 // Parse decodes and validates the documents of one source.
 func Parse(src Source, lim Limits) ([]*Document, error) {
-	raws, err := decode(src, lim)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Document, 0, len(raws))
-	for _, r := range raws {
+	var out []*Document
+	err := decode(src, lim, func(r raw) error {
 		d, err := FromValue(src.Name, r.index, r.line, "", r.value)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -246,6 +258,11 @@ func FromValue(source string, index, line int, field string, v any) (*Document, 
 	p.document(v)
 	if p.err != nil {
 		return nil, p.err
+	}
+	if d.Kind == KindRetentionPolicy {
+		if _, err := ParseRetentionPolicy(d); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }

@@ -196,6 +196,38 @@ func TestHostileInput(t *testing.T) {
 	require.ErrorContains(t, err, "more than 10 documents")
 }
 
+// TestInputThatIsNotUTF8IsRefusedBeforeParsing: the prescan's byte
+// counts hold for UTF-8 only, so UTF-16 (which the YAML library would
+// decode) and NUL bytes are refused first.
+func TestInputThatIsNotUTF8IsRefusedBeforeParsing(t *testing.T) {
+	for _, data := range [][]byte{
+		append([]byte{0xFF, 0xFE}, []byte("k\x00i\x00n\x00d\x00")...),
+		append([]byte{0xFE, 0xFF}, []byte("\x00k\x00i\x00n\x00d")...),
+		[]byte("kind: Database\nmetadata: {name: a\x00}\n"),
+	} {
+		_, err := manifest.Parse(manifest.Source{Name: "u.yaml", Data: data}, manifest.DefaultLimits)
+		require.ErrorContains(t, err, "u.yaml: not UTF-8 text")
+	}
+}
+
+// TestAFolderIsBoundedAsAWholeBeforeAnyFileIsParsed: the prescanned
+// values of every file of a Load count together, and are counted before
+// the first file is parsed (here the first one is not even valid YAML).
+func TestAFolderIsBoundedAsAWholeBeforeAnyFileIsParsed(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("kind: [\n"), 0o600))
+	list := "kind: Database\nmetadata: {name: a}\nspec: {x: [" + strings.Repeat("1,", 400) + "1]}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.yaml"), []byte(list), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(strings.ReplaceAll(list, "name: a", "name: c")), 0o600))
+	lim := manifest.DefaultLimits
+	lim.MaxTotalValues = 1500 // each file alone is under it (about 820), not all of them
+	_, err := manifest.Load(dir, nil, lim)
+	require.ErrorContains(t, err, dir+": more than 1500 values together; apply fewer files at once")
+	lim.MaxTotalValues = 2000
+	_, err = manifest.Load(dir, nil, lim)
+	require.ErrorContains(t, err, "a.yaml, document 1: not valid YAML or JSON")
+}
+
 func TestLoadFolderInNameOrder(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) {

@@ -27,9 +27,18 @@ type Limits struct {
 	MaxDocuments int
 	// MaxDepth caps how deeply values nest inside a document.
 	MaxDepth int
-	// MaxValues caps the values of one file after aliases are expanded
-	// (a "billion laughs" document expands to far more).
+	// MaxValues caps the values of one file, counted twice: as an upper
+	// bound from the raw bytes before any parsing (prescan), then as
+	// built, aliases expanded (a "billion laughs" document expands to
+	// far more).
 	MaxValues int
+	// MaxDocumentValues caps the values of one document the same two
+	// ways. The YAML library holds one document's node tree at a time,
+	// so this bounds the memory of a Load; MaxValues bounds its time.
+	MaxDocumentValues int
+	// MaxTotalValues caps the prescanned values of all the files of one
+	// Load together (a folder, several -f), checked before any is parsed.
+	MaxTotalValues int
 }
 
 // DefaultLimits are generous for real manifests.
@@ -39,7 +48,12 @@ var DefaultLimits = Limits{
 	MaxFiles:      10_000,
 	MaxDocuments:  100_000,
 	MaxDepth:      64,
-	MaxValues:     2_000_000,
+	MaxValues:     3_000_000,
+	// About 25 MiB of node tree at most (the library's nodes take about
+	// 230 bytes each).
+	MaxDocumentValues: 100_000,
+	// About 2 s of CPU to parse, at worst.
+	MaxTotalValues: 5_000_000,
 }
 
 // Source is one named input: a file, or stdin ("-").
@@ -143,26 +157,32 @@ type raw struct {
 	value any
 }
 
-// decode splits a source into documents. YAML streams (---) and JSON
-// (one value, or several) are both read as YAML, which JSON is a subset
-// of. A document that is a sequence, or a mapping of kind List, stands
-// for its items.
-func decode(src Source, lim Limits) ([]raw, error) {
+// decode splits a source into documents and hands each to fn as soon as
+// it is converted, so that only one document's values are held at a time.
+// YAML streams (---) and JSON (one value, or several) are both read as
+// YAML, which JSON is a subset of. A document that is a sequence, or a
+// mapping of kind List, stands for its items. The source is prescanned
+// first: nothing is parsed from a source whose bound is over the limits.
+func decode(src Source, lim Limits, fn func(raw) error) error {
+	if _, err := prescan(src, lim); err != nil {
+		return err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(src.Data))
 	c := &converter{lim: lim}
-	var out []raw
+	count := 0
 	for n := 1; ; n++ {
 		var node yaml.Node
 		err := dec.Decode(&node)
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, &Error{Source: src.Name, Index: n, Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+			return &Error{Source: src.Name, Index: n, Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 		}
+		c.inDoc = 0
 		v, err := c.value(&node, 0)
 		if err != nil {
-			return nil, &Error{Source: src.Name, Index: n, Line: c.line, Msg: err.Error()}
+			return &Error{Source: src.Name, Index: n, Line: c.line, Msg: err.Error()}
 		}
 		if v == nil {
 			continue // an empty document (a trailing ---)
@@ -178,18 +198,21 @@ func decode(src Source, lim Limits) ([]raw, error) {
 				}
 			}
 			if av, has := m["apiVersion"]; has && av != APIVersion {
-				return nil, &Error{Source: src.Name, Index: n, Line: node.Line, Field: "apiVersion", Msg: fmt.Sprintf("want %s (or leave it out)", APIVersion)}
+				return &Error{Source: src.Name, Index: n, Line: node.Line, Field: "apiVersion", Msg: fmt.Sprintf("want %s (or leave it out)", APIVersion)}
 			}
 			if !ok {
-				return nil, &Error{Source: src.Name, Index: n, Line: node.Line, Field: "items", Msg: "a List has apiVersion, kind: List (or KindList) and items: [...] only"}
+				return &Error{Source: src.Name, Index: n, Line: node.Line, Field: "items", Msg: "a List has apiVersion, kind: List (or KindList) and items: [...] only"}
 			}
 			items = l
 		}
-		for _, it := range items {
-			if len(out) >= lim.MaxDocuments {
-				return nil, &Error{Source: src.Name, Index: n, Msg: fmt.Sprintf("more than %d documents", lim.MaxDocuments)}
+		for i, it := range items {
+			if count++; count > lim.MaxDocuments {
+				return &Error{Source: src.Name, Index: n, Msg: fmt.Sprintf("more than %d documents", lim.MaxDocuments)}
 			}
-			out = append(out, raw{index: n, line: node.Line, value: it})
+			if err := fn(raw{index: n, line: node.Line, value: it}); err != nil {
+				return err
+			}
+			items[i] = nil // validated: let it go
 		}
 	}
 }
@@ -197,7 +220,8 @@ func decode(src Source, lim Limits) ([]raw, error) {
 // converter turns YAML nodes into JSON-shaped values within the limits.
 type converter struct {
 	lim    Limits
-	values int
+	values int // in the source
+	inDoc  int // in the current document
 	line   int // of the node that failed
 }
 
@@ -208,6 +232,9 @@ func (c *converter) value(n *yaml.Node, depth int) (any, error) {
 	}
 	if c.values++; c.values > c.lim.MaxValues {
 		return nil, fmt.Errorf("more than %d values once aliases are expanded", c.lim.MaxValues)
+	}
+	if c.inDoc++; c.inDoc > c.lim.MaxDocumentValues {
+		return nil, fmt.Errorf("more than %d values in one document once aliases are expanded", c.lim.MaxDocumentValues)
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:

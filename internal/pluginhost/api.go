@@ -14,13 +14,18 @@ type Info struct {
 	Name            string // full name, "<dns-subdomain>/<name>"
 	Binary          string // absolute path of the executable
 	ProtocolVersion int
-	Protocol        string // ProtocolLethe, or ProtocolVelero for an unmodified Velero plugin
-	Version         string // what the plugin reports
-	Selector        plugin.ResourceSelector
-	Matcher         *plugin.Matcher
-	MaxConcurrency  int
-	Checksum        string // sha256 hex of the binary
-	ChecksumStatus  string // "locked", "unlocked" (no lock file)
+	Protocol        string                  // ProtocolLethe, or ProtocolVelero for an unmodified Velero plugin
+	Version         string                  // what the plugin reports
+	Selector        plugin.ResourceSelector // as the plugin declared it
+	Matcher         *plugin.Matcher         // compiled from Selector, its resource names resolved (ResolveSelector)
+	// Unresolved are the resource names of Selector that are not
+	// built-in Kubernetes resources: they select only the items of a
+	// tarball folder resources/<name>/ (a custom resource's plural,
+	// with or without its group); `lethe plugin list` warns of them.
+	Unresolved     []string
+	MaxConcurrency int
+	Checksum       string // sha256 hex of the binary
+	ChecksumStatus string // "locked", "unlocked" (no lock file)
 }
 
 // Item is one item sent to a plugin. ID is unique within a Session.

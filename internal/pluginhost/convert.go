@@ -24,9 +24,13 @@ func backupToProto(b plugin.Backup) *pluginv1.Backup {
 		Labels:          b.Labels,
 		Annotations:     b.Annotations,
 		StorageLocation: b.StorageLocation,
+		SourceUid:       b.SourceUID,
 	}
 	if !b.CreatedAt.IsZero() {
 		out.CreatedAt = timestamppb.New(b.CreatedAt)
+	}
+	if !b.SourceCreatedAt.IsZero() {
+		out.SourceCreatedAt = timestamppb.New(b.SourceCreatedAt)
 	}
 	if !b.ExpiresAt.IsZero() {
 		out.ExpiresAt = timestamppb.New(b.ExpiresAt)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -75,12 +76,18 @@ type Config struct {
 
 	// StartTimeout bounds one process start and handshake (default 30s).
 	StartTimeout time.Duration
-	// KillGrace is how long Close waits after SIGTERM before SIGKILL
-	// (default 2s). Close first asks each plugin to shut down through
-	// go-plugin (which waits 2s for it to exit), then sends SIGTERM to what
-	// is left of its process group. Crashed and hung plugins get SIGKILL at
-	// once.
+	// KillGrace is how long a plugin process has between SIGTERM and
+	// SIGKILL (default 2s). A plugin killed for a timed-out item or a
+	// broken stream, or one being restarted, gets SIGTERM to its process
+	// group, then, after KillGrace, SIGKILL to the group (and cgroup.kill
+	// of its cgroup). Close first asks each plugin to shut down through
+	// go-plugin (which waits 2s for it to exit), then does the same.
 	KillGrace time.Duration
+	// DisableCgroups keeps plugin processes in Lethe's own cgroup even
+	// where cgroup v2 is writable: what they leave is then found through
+	// Lethe's child subreaper only (reap_linux.go). For tests and
+	// debugging.
+	DisableCgroups bool
 
 	// LockFile is the lock file (default Dir/lethe-plugins.lock). While it
 	// exists, binaries that are not in it, or whose sha256 differs, are
@@ -88,7 +95,11 @@ type Config struct {
 	// the bytes that were checked. Outside the plugin folder, it is safe
 	// from whoever may write that folder.
 	LockFile string
-	// RequireLock refuses to start without a lock file.
+	// RequireLock refuses to start without a lock file (and without the
+	// Velero plugins' one, when VeleroDir is set) when there are binaries
+	// to pin. Pinning is all or
+	// nothing in any case: while either lock file exists, the other must
+	// too, so that deleting one cannot let unpinned binaries run.
 	RequireLock bool
 
 	// PluginEnv is what the operator configures for each plugin binary,
@@ -130,7 +141,8 @@ type Config struct {
 	// DeleteItemAction plugin binaries, run beside Lethe's own (see
 	// velero.go) under the same rules: a missing folder is an error, a
 	// lock file (VeleroLockFile, default VeleroDir/lethe-plugins.lock)
-	// pins them, PluginEnv configures them by file name.
+	// pins them, PluginEnv configures them by file name. Keep
+	// VeleroLockFile out of VeleroDir, like LockFile.
 	VeleroDir      string
 	VeleroLockFile string
 }
@@ -195,7 +207,11 @@ type Host struct {
 	timeouts  map[string]time.Duration
 	mtls      *plugin.HostMTLS // nil unless Lethe's automatic mTLS is on
 	user      *pluginUser      // nil unless plugins run as another user
-	pluginSoc string           // the socket folder plugins are given
+	sockSeq   atomic.Uint64    // names each plugin's socket folder
+
+	cgroupMu  sync.Mutex
+	cgroupDir string // Lethe's own cgroup v2 folder; "" without cgroups
+	cgroupSeq atomic.Uint64
 
 	binaries []*binary // loaded: no Problem
 	plugins  map[string]*entry
@@ -297,16 +313,20 @@ func New(cfg *Config) (*Host, error) {
 	if h.lock, err = ReadLock(c.LockFile); err != nil {
 		return nil, err
 	}
-	if h.lock == nil && c.RequireLock {
-		return nil, fmt.Errorf("plugin lock file %s does not exist, and a lock is required: pin the plugins with `lethe plugin lock` first", Quote(c.LockFile))
-	}
 	entries, refused, err := listBinaries(c.Dir, c.LockFile)
 	if err != nil {
 		return nil, err
 	}
+	// A folder without binaries needs no lock: nothing would run unpinned.
+	if h.lock == nil && c.RequireLock && len(entries)+len(refused) > 0 {
+		return nil, fmt.Errorf("plugin lock file %s does not exist, and a lock is required: pin the plugins with `lethe plugin lock` first", Quote(c.LockFile))
+	}
 	vdir, err := h.listVelero()
 	if err != nil {
 		return nil, err
+	}
+	if h.lock == nil && vdir.lock != nil && len(entries)+len(refused) > 0 {
+		return nil, fmt.Errorf("plugin lock file %s does not exist, while %s pins the Velero plugins: every plugin is pinned or none; pin them all with `lethe plugin lock`", Quote(c.LockFile), Quote(c.VeleroLockFile))
 	}
 	installed := slices.Clone(entries)
 	installed = append(installed, vdir.installed...)
@@ -341,11 +361,19 @@ func New(cfg *Config) (*Host, error) {
 		}
 		h.ownSocket = true
 	}
-	h.pluginSoc = h.socketDir
 	if h.user != nil {
-		if h.pluginSoc, err = h.user.socketDir(h.socketDir); err != nil {
+		if err := h.user.socketRoot(h.socketDir); err != nil {
 			h.Close()
 			return nil, err
+		}
+	}
+	reaper.enable(h.logger)
+	if !c.DisableCgroups {
+		if dir, err := cgroupDir(); err != nil {
+			h.logger.Debug("plugins run without a cgroup of their own", "error", err)
+		} else {
+			sweepCgroups(dir, h.logger)
+			h.cgroupDir = dir
 		}
 	}
 	var bins []*binary
@@ -466,6 +494,7 @@ func (h *Host) Close() error {
 	for _, b := range h.binaries {
 		b.closeImage()
 	}
+	reaper.sweep(0, true, nil)
 	if h.ownSocket {
 		os.RemoveAll(h.socketDir)
 	}
@@ -555,7 +584,8 @@ func (b *binary) describe(ctx context.Context, p *proc) ([]Info, error) {
 			continue
 		}
 		sel := selectorFromProto(resp.GetSelector())
-		m, err := sel.Compile()
+		resolved, unresolved := ResolveSelector(sel)
+		m, err := resolved.Compile()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("plugin %q (%s): %w", name, Quote(b.path), err))
 			continue
@@ -568,6 +598,7 @@ func (b *binary) describe(ctx context.Context, p *proc) ([]Info, error) {
 			Version:         d.GetVersion(),
 			Selector:        sel,
 			Matcher:         m,
+			Unresolved:      unresolved,
 			MaxConcurrency:  int(cmp.Or(d.GetMaxConcurrency(), uint32(plugin.DefaultMaxConcurrency))),
 			ChecksumStatus:  ChecksumUnlocked,
 		}

@@ -1,11 +1,11 @@
 package pluginhost
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
@@ -47,11 +46,15 @@ type binary struct {
 
 // proc is one running plugin process.
 type proc struct {
+	h        *Host
 	client   *goplugin.Client
 	pid      int
+	sock     *sockFolder   // its socket folder
+	cg       *pluginCgroup // its cgroup; nil without one
 	stubs    *plugin.Client
 	protocol int
 	killOnce sync.Once
+	killing  chan struct{} // closed when kill begins
 	grace    time.Duration
 	// connected is set once go-plugin's RPC client exists (Client()
 	// succeeded): only then may kill call go-plugin's Kill (see kill).
@@ -64,6 +67,11 @@ type proc struct {
 // environment (baseEnv, then the host's own variables), its TLS material
 // through an inherited pipe, and runs as Config.PluginUser when set.
 func (b *binary) start() (*proc, error) {
+	return b.startIn(false)
+}
+
+// startIn starts the process; noCgroup keeps it out of a cgroup of its own.
+func (b *binary) startIn(noCgroup bool) (*proc, error) {
 	cfg := b.h.cfg
 	cmd := exec.Command(b.exe)
 	cmd.Args[0] = b.path
@@ -76,20 +84,37 @@ func (b *binary) start() (*proc, error) {
 	// runtime keeps its threads, and a spurious signal would only look like
 	// a crash, which the host survives by restarting the plugin.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: b.h.user.credential()}
+	// Where cgroup v2 is writable, the process is created in a cgroup of
+	// its own (cgroup_linux.go).
+	var cg *pluginCgroup
+	if !noCgroup {
+		if cg = b.h.newCgroup(); cg != nil {
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.fd
+		}
+	}
 	if b.h.user != nil {
 		cmd.Dir = "/" // Lethe's working folder may be closed to that user
 	}
 	if b.checksum != "" {
 		img, err := b.image()
 		if err != nil {
+			cg.remove(0)
 			return nil, err
 		}
 		cmd.Path = "/proc/self/fd/" + strconv.Itoa(3+len(cmd.ExtraFiles))
 		cmd.ExtraFiles = append(cmd.ExtraFiles, img)
 	}
+	// Each process gets a socket folder of its own: the only place its
+	// handshake may name (address.go).
+	sock, err := b.h.newSockFolder()
+	if err != nil {
+		cg.remove(0)
+		return nil, fmt.Errorf("plugin binary %s: %w", Quote(b.path), err)
+	}
+	p := &proc{h: b.h, sock: sock, cg: cg, grace: cfg.KillGrace, killing: make(chan struct{})}
 	// The host's own variables come last: nothing inherited or configured
 	// can override them (go-plugin appends its handshake variables after).
-	cmd.Env = append(slices.Clone(b.env), goplugin.EnvUnixSocketDir+"="+b.h.pluginSoc)
+	cmd.Env = append(slices.Clone(b.env), goplugin.EnvUnixSocketDir+"="+sock.path)
 	var tlsConfig *tls.Config
 	var pm *plugin.PluginMTLS
 	handshake, versioned, dispense := plugin.Handshake, plugin.VersionedPlugins(), plugin.PluginSetKey
@@ -98,11 +123,14 @@ func (b *binary) start() (*proc, error) {
 		handshake, versioned, dispense = veleroHandshake, veleroPlugins(), veleroPluginSetKey
 	}
 	if b.h.mtls != nil && !b.velero {
-		var err error
 		if pm, err = b.h.mtls.ForPlugin(); err != nil {
+			sock.remove()
+			cg.remove(0)
 			return nil, fmt.Errorf("plugin binary %s: mTLS: %w", b.path, err)
 		}
 		if err := pm.Attach(cmd); err != nil {
+			sock.remove()
+			cg.remove(0)
 			return nil, fmt.Errorf("plugin binary %s: %w", b.path, err)
 		}
 		defer pm.Close()
@@ -123,19 +151,38 @@ func (b *binary) start() (*proc, error) {
 		Stderr:           b.tail,
 		SyncStdout:       &lineLogger{log: lines.Debug},
 		SyncStderr:       &lineLogger{log: lines.Info, tail: b.tail},
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(plugin.MaxMessageSize),
-			grpc.MaxCallSendMsgSize(plugin.MaxMessageSize),
-		)},
+		GRPCDialOptions: []grpc.DialOption{
+			grpc.WithDefaultCallOptions(
+				grpc.MaxCallRecvMsgSize(plugin.MaxMessageSize),
+				grpc.MaxCallSendMsgSize(plugin.MaxMessageSize),
+			),
+			// After go-plugin's own dialer, so it replaces it: the
+			// connection goes only to the socket accept checked.
+			grpc.WithContextDialer(sock.dial),
+		},
 	})
-	p := &proc{client: client, grace: cfg.KillGrace}
-	err := startClient(client)
+	p.client = client
+	addr, err := startClient(client)
+	cg.started()
 	if cmd.Process != nil {
 		p.pid = cmd.Process.Pid
+		reaper.register(p.pid)
 	}
 	if err != nil {
 		p.kill(false)
+		if cmd.Process == nil && cg != nil {
+			// Not even created: maybe the kernel refused the cgroup
+			// (clone3 CLONE_INTO_CGROUP). Once more without one.
+			if p2, err2 := b.startIn(true); err2 == nil {
+				b.h.cgroupsOff("cannot start a process in a cgroup", err)
+				return p2, nil
+			}
+		}
 		return nil, b.startError(err)
+	}
+	if err := sock.accept(addr); err != nil {
+		p.kill(false)
+		return nil, fmt.Errorf("plugin binary %s: %w", Quote(b.path), err)
 	}
 	if pm != nil {
 		if err := pm.CheckHandshake(); err != nil {
@@ -161,21 +208,44 @@ func (b *binary) start() (*proc, error) {
 	}
 	p.stubs = stubs
 	p.protocol = client.NegotiatedVersion()
+	go b.watch(p)
 	return p, nil
+}
+
+// watchInterval is how often watch looks whether a plugin process exited.
+const watchInterval = 100 * time.Millisecond
+
+// watch notices a plugin process that exits on its own while no session
+// uses it (a crash, an exit between items), so that what it left is ended
+// then, not at its next use: it fails the process, which kills and sweeps
+// it. It returns once the process is killed.
+func (b *binary) watch(p *proc) {
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.killing:
+			return
+		case <-t.C:
+		}
+		if p.client.Exited() {
+			b.fail(p, errors.New("the plugin process exited"))
+			return
+		}
+	}
 }
 
 // startClient starts the go-plugin client. go-plugin panics when a
 // plugin's handshake line carries a certificate while the host has no TLS
 // configuration (mTLS disabled): a plugin must not be able to crash Lethe,
 // so that becomes an error.
-func startClient(c *goplugin.Client) (err error) {
+func startClient(c *goplugin.Client) (addr net.Addr, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the plugin's handshake line made go-plugin fail: %v", r)
 		}
 	}()
-	_, err = c.Start()
-	return err
+	return c.Start()
 }
 
 // image returns the sealed in-memory copy of a locked binary, made and
@@ -375,168 +445,55 @@ func (b *binary) shutdown() {
 	}
 }
 
-// kill ends the process and its whole process group. graceful asks the
-// plugin to shut down through go-plugin first, then signals what is left
-// (plugin.StopProcess); otherwise (a crashed or hung plugin) the group is
-// SIGKILLed at once.
+// kill ends the process and everything it started, and waits until they
+// are gone:
 //
-// A process that failed before its RPC client existed is only SIGKILLed
-// and reaped: go-plugin's Kill would first dial the dying plugin to close
-// a client it never made, and when that dial's streams fail it leaks the
+//  1. graceful (Close): go-plugin's Shutdown call, then SIGTERM to what is
+//     left of the process group, then SIGKILL after the grace
+//     (plugin.StopProcess); otherwise (a hang, a crash, a broken stream, a
+//     restart): SIGTERM to the process group, then SIGKILL to the group
+//     after the grace, or as soon as the group is gone;
+//  2. cgroup.kill of its cgroup, when it has one (cgroup_linux.go);
+//  3. once go-plugin has waited for the process: the sweep of what is left
+//     (reap_linux.go), its zombies reaped, and its socket folder removed.
+//
+// A process that failed before its RPC client existed is not handed to
+// go-plugin's Kill: that would first dial the dying plugin to close a
+// client it never made, and when that dial's streams fail it leaks the
 // gRPC connection (seen as goroutines left behind after a failed start).
 func (p *proc) kill(graceful bool) {
 	p.killOnce.Do(func() {
-		if graceful && p.connected {
+		close(p.killing)
+		switch {
+		case graceful && p.connected:
 			plugin.StopProcess(p.client, p.pid, p.grace)
-			return
+		case p.pid > 0:
+			p.terminate()
 		}
-		if p.pid > 0 {
-			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-		}
+		members := p.cg.kill()
 		if p.connected {
 			p.client.Kill()
-			return
+		} else {
+			for deadline := time.Now().Add(p.grace + time.Second); p.pid > 0 && !p.client.Exited() && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 		}
-		for deadline := time.Now().Add(p.grace + time.Second); p.pid > 0 && !p.client.Exited() && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
+		if p.pid > 0 && p.client.Exited() {
+			reaper.unregister(p.pid)
 		}
+		p.cg.wait(p.grace + time.Second)
+		reaper.sweep(p.pid, p.cg == nil, members)
+		p.cg.remove(0)
+		p.sock.remove()
 	})
 }
 
-// pluginLogger is the logger go-plugin gets. It names a binary's log lines
-// after the plugins it serves, as known at the time of each line, and
-// tones down go-plugin's own messages about exits the host caused or
-// already reported.
-type pluginLogger struct {
-	hclog.Logger
-	b *binary
-}
-
-func (l pluginLogger) Named(string) hclog.Logger { return lineNamer(l) }
-
-func (l pluginLogger) Error(msg string, args ...any) {
-	if msg == "plugin process exited" {
-		l.Logger.Info(msg, args...)
-		return
+// terminate sends SIGTERM to the process group, waits until it is gone or
+// the grace is over, then sends SIGKILL to the group.
+func (p *proc) terminate() {
+	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+	for deadline := time.Now().Add(p.grace); groupAlive(p.pid) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
-	l.Logger.Error(msg, args...)
-}
-
-func (l pluginLogger) Warn(msg string, args ...any) {
-	if msg == "plugin failed to exit gracefully" {
-		l.Logger.Debug(msg, args...)
-		return
-	}
-	l.Logger.Warn(msg, args...)
-}
-
-// lineNamer logs each line under the binary's current display name.
-type lineNamer struct {
-	hclog.Logger
-	b *binary
-}
-
-func (l lineNamer) named() hclog.Logger {
-	l.b.mu.Lock()
-	name := l.b.display
-	l.b.mu.Unlock()
-	// Before the plugins are known, name is the binary's file name, which
-	// may carry terminal escapes: quoted, never written raw.
-	return l.Logger.Named(Quote(name))
-}
-
-func (l lineNamer) Log(level hclog.Level, msg string, args ...any) {
-	l.named().Log(level, msg, args...)
-}
-func (l lineNamer) Trace(msg string, args ...any) { l.named().Trace(msg, args...) }
-func (l lineNamer) Debug(msg string, args ...any) { l.named().Debug(msg, args...) }
-func (l lineNamer) Info(msg string, args ...any)  { l.named().Info(msg, args...) }
-func (l lineNamer) Warn(msg string, args ...any)  { l.named().Warn(msg, args...) }
-func (l lineNamer) Error(msg string, args ...any) { l.named().Error(msg, args...) }
-
-// tail keeps the last lines a binary wrote to stderr. Long lines are
-// truncated; it never fails a write.
-type tail struct {
-	mu   sync.Mutex
-	max  int
-	ring []string
-	cur  []byte
-}
-
-const tailLineMax = 512
-
-func newTail(n int) *tail { return &tail{max: n} }
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, c := range p {
-		if c == '\n' {
-			t.pushLH()
-			continue
-		}
-		if len(t.cur) < tailLineMax {
-			t.cur = append(t.cur, c)
-		} else if len(t.cur) == tailLineMax {
-			t.cur = append(t.cur, "…"...)
-		}
-	}
-	return len(p), nil
-}
-
-func (t *tail) pushLH() {
-	line := strings.TrimSpace(sanitizeMessage(string(t.cur)))
-	t.cur = t.cur[:0]
-	if line == "" {
-		return
-	}
-	t.ring = append(t.ring, line)
-	if len(t.ring) > t.max {
-		t.ring = t.ring[len(t.ring)-t.max:]
-	}
-}
-
-func (t *tail) lines() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := append([]string(nil), t.ring...)
-	if len(t.cur) > 0 {
-		out = append(out, sanitizeMessage(string(t.cur)))
-	}
-	return out
-}
-
-// lineLogger logs what a plugin writes to its os.Stdout or os.Stderr
-// (go-plugin forwards them over gRPC), one log entry per line. Lines over
-// 64 KiB are split.
-type lineLogger struct {
-	mu   sync.Mutex
-	log  func(string, ...any)
-	tail *tail
-	buf  []byte
-}
-
-const lineLoggerMax = 64 << 10
-
-func (l *lineLogger) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.tail != nil {
-		_, _ = l.tail.Write(p)
-	}
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			if len(l.buf) >= lineLoggerMax {
-				l.log(string(l.buf))
-				l.buf = l.buf[:0]
-			}
-			return len(p), nil
-		}
-		if line := strings.TrimRight(string(l.buf[:i]), "\r"); line != "" {
-			l.log(line)
-		}
-		l.buf = l.buf[i+1:]
-	}
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 }

@@ -47,7 +47,8 @@ func sweepSocketDirs(dir string, log hclog.Logger) {
 }
 
 // onlySockets reports whether dir holds nothing but sockets, and folders
-// of sockets (those of plugin users, "uid-N") down to depth more levels.
+// of sockets (a plugin's own, "plugin-N"; "uid-N" of older hosts) down
+// to depth more levels.
 func onlySockets(dir string, depth int) bool {
 	files, err := os.ReadDir(dir)
 	if err != nil {
@@ -56,7 +57,7 @@ func onlySockets(dir string, depth int) bool {
 	for _, f := range files {
 		switch {
 		case f.Type()&os.ModeSocket != 0:
-		case f.IsDir() && depth > 0 && strings.HasPrefix(f.Name(), "uid-"):
+		case f.IsDir() && depth > 0 && (strings.HasPrefix(f.Name(), "plugin-") || strings.HasPrefix(f.Name(), "uid-")):
 			if !onlySockets(filepath.Join(dir, f.Name()), depth-1) {
 				return false
 			}

@@ -67,7 +67,8 @@ func TestPluginEnvironmentIsMinimal(t *testing.T) {
 			"%s reached a plugin it was not configured for", k)
 	}
 	require.Equal(t, []string{"C.UTF-8"}, spy["LANG"], "allowlisted variables pass")
-	require.Equal(t, []string{h.socketDir}, spy["PLUGIN_UNIX_SOCKET_DIR"], "Lethe's own variable, once")
+	require.Len(t, spy["PLUGIN_UNIX_SOCKET_DIR"], 1, "Lethe's own variable, once")
+	require.Equal(t, h.socketDir, filepath.Dir(spy["PLUGIN_UNIX_SOCKET_DIR"][0]), "a folder of its own in the host's socket folder")
 	require.Equal(t, []string{"3"}, spy[plugin.MTLSFDEnv], "Lethe's own variable, not the inherited one")
 	require.NotEmpty(t, spy["PATH"])
 
@@ -79,7 +80,9 @@ func TestPluginEnvironmentIsMinimal(t *testing.T) {
 			require.False(t, strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "PG") || k == "LETHE_STORAGE", "%s leaked", k)
 		}
 	}
-	require.Equal(t, []string{h.socketDir}, conf["PLUGIN_UNIX_SOCKET_DIR"])
+	require.Len(t, conf["PLUGIN_UNIX_SOCKET_DIR"], 1)
+	require.Equal(t, h.socketDir, filepath.Dir(conf["PLUGIN_UNIX_SOCKET_DIR"][0]))
+	require.NotEqual(t, spy["PLUGIN_UNIX_SOCKET_DIR"], conf["PLUGIN_UNIX_SOCKET_DIR"], "each plugin process has a socket folder of its own")
 }
 
 func TestPluginEnvironmentValidation(t *testing.T) {

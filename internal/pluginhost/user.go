@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"syscall"
 )
@@ -68,23 +67,13 @@ func (u *pluginUser) credential() *syscall.Credential {
 	return &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: append([]uint32{}, u.groups...)}
 }
 
-// socketDir makes the user's socket folder inside root, the host's own
-// socket folder: root becomes traversable by others (0711, not listable),
-// the user's folder is owned by the user with mode 0700. Only that user
-// and root can reach the sockets in it.
-func (u *pluginUser) socketDir(root string) (string, error) {
-	dir := filepath.Join(root, "uid-"+strconv.FormatUint(uint64(u.uid), 10))
-	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
-		return "", fmt.Errorf("plugin socket directory: %w", err)
-	}
-	if err := os.Chown(dir, int(u.uid), int(u.gid)); err != nil {
-		return "", fmt.Errorf("plugin socket directory: %w", err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // a folder: its owner needs x to reach the sockets in it
-		return "", fmt.Errorf("plugin socket directory: %w", err)
-	}
+// socketRoot opens the host's socket folder to the plugin user: others
+// may pass through it (0711), not list it. Each plugin process gets a
+// folder of its own inside, owned by the user, mode 0700 (address.go):
+// only that user and root can reach the sockets in it.
+func (u *pluginUser) socketRoot(root string) error {
 	if err := os.Chmod(root, 0o711); err != nil { //nolint:gosec // x only: the plugin user may pass through, not list it
-		return "", fmt.Errorf("plugin socket directory: %w", err)
+		return fmt.Errorf("plugin socket directory: %w", err)
 	}
-	return dir, nil
+	return nil
 }

@@ -16,6 +16,7 @@ package pluginhost
 // protocol has no blocked or skipped outcome: an error is a failed item.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -332,7 +333,8 @@ func withVeleroBackup(ctx context.Context, raw []byte) context.Context {
 }
 
 // veleroBackupJSON builds the velero.io/v1 Backup a Velero plugin gets
-// when the backup has no velero-backup.json of its own.
+// when the backup has no velero-backup.json of its own, from the source
+// system's identity when known (source_uid, source_created_at).
 // Its spec.storageLocation is the name of Velero's storage location when
 // the backup came from a Velero bucket (the velero.io/storage-location
 // label Velero sets), else Lethe's storage URL.
@@ -342,10 +344,10 @@ func veleroBackupJSON(b *pluginv1.Backup) ([]byte, error) {
 		loc = l
 	}
 	in := velero.PluginBackup{
-		Name: b.GetName(), UID: b.GetUid(), Labels: b.GetLabels(), Annotations: b.GetAnnotations(),
+		Name: b.GetName(), UID: cmp.Or(b.GetSourceUid(), b.GetUid()), Labels: b.GetLabels(), Annotations: b.GetAnnotations(),
 		StorageLocation: loc,
 	}
-	if t := b.GetCreatedAt(); t != nil {
+	if t := cmp.Or(b.GetSourceCreatedAt(), b.GetCreatedAt()); t != nil {
 		in.CreatedAt = t.AsTime()
 	}
 	if t := b.GetExpiresAt(); t != nil {
@@ -376,11 +378,16 @@ func (h *Host) listVelero() (*veleroDir, error) {
 	if v.lock, err = ReadLock(c.VeleroLockFile); err != nil {
 		return nil, err
 	}
-	if v.lock == nil && c.RequireLock {
-		return nil, fmt.Errorf("plugin lock file %s does not exist, and a lock is required: pin the Velero plugins with `lethe plugin lock` first", Quote(c.VeleroLockFile))
-	}
 	if v.entries, v.problems, err = listBinaries(c.VeleroDir, c.VeleroLockFile); err != nil {
 		return nil, fmt.Errorf("the Velero plugin folder: %w", err)
+	}
+	// Pinning is all or nothing: with Lethe's plugins pinned, deleting
+	// this lock file must not let the Velero binaries run unpinned.
+	if v.lock == nil && c.RequireLock && len(v.entries)+len(v.problems) > 0 {
+		return nil, fmt.Errorf("plugin lock file %s does not exist, and a lock is required: pin the Velero plugins with `lethe plugin lock` first", Quote(c.VeleroLockFile))
+	}
+	if v.lock == nil && h.lock != nil && len(v.entries)+len(v.problems) > 0 {
+		return nil, fmt.Errorf("plugin lock file %s of the Velero plugins does not exist, while %s pins Lethe's plugins: every plugin is pinned or none; pin them all with `lethe plugin lock`", Quote(c.VeleroLockFile), Quote(c.LockFile))
 	}
 	v.installed = append(v.installed, v.entries...)
 	for _, p := range v.problems {

@@ -171,3 +171,50 @@ func TestVeleroPluginHonoursTheLockFile(t *testing.T) {
 	require.Len(t, h2.Plugins(), 2)
 	require.Equal(t, ChecksumLocked, h2.Plugins()[0].ChecksumStatus)
 }
+
+// TestDeletingOneLockFileLetsNoUnpinnedBinaryRun: pinning is all or
+// nothing. With Lethe's plugins pinned (the lock kept elsewhere), deleting
+// the Velero plugins' lock file fails the start instead of letting the
+// Velero binary run unpinned; and the other way round.
+func TestDeletingOneLockFileLetsNoUnpinnedBinaryRun(t *testing.T) {
+	bin := buildVeleroPlugin(t)
+	locks := t.TempDir()
+	dir, vdir := pluginDir(t), pluginDir(t)
+	addScript(t, dir, "plugin-a")
+	require.NoError(t, os.Link(bin, filepath.Join(vdir, "velero-recorder")))
+	cfg := &Config{Dir: dir, LockFile: filepath.Join(locks, "lethe.lock"), VeleroDir: vdir, VeleroLockFile: filepath.Join(locks, "velero.lock")}
+	_, err := WriteLock(dir, cfg.LockFile)
+	require.NoError(t, err)
+	_, err = WriteLock(vdir, cfg.VeleroLockFile)
+	require.NoError(t, err)
+	h := newHost(t, cfg)
+	require.Empty(t, h.Problems())
+	require.Len(t, h.Plugins(), 3)
+
+	require.NoError(t, os.Remove(cfg.VeleroLockFile))
+	_, err = New(cfg)
+	require.ErrorContains(t, err, "plugin lock file "+cfg.VeleroLockFile+" of the Velero plugins does not exist, while "+cfg.LockFile+" pins Lethe's plugins")
+
+	_, err = WriteLock(vdir, cfg.VeleroLockFile)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(cfg.LockFile))
+	_, err = New(cfg)
+	require.ErrorContains(t, err, "plugin lock file "+cfg.LockFile+" does not exist, while "+cfg.VeleroLockFile+" pins the Velero plugins")
+
+	// Neither pinned: both run, as before any lock (unless one is required).
+	require.NoError(t, os.Remove(cfg.VeleroLockFile))
+	h = newHost(t, cfg)
+	require.Len(t, h.Plugins(), 3)
+	cfg.RequireLock = true
+	_, err = New(cfg)
+	require.ErrorContains(t, err, "a lock is required")
+}
+
+// TestARequiredLockIsNotNeededWhereNoBinaryWouldRun: RequireLock refuses
+// a missing lock file only when its folder holds binaries.
+func TestARequiredLockIsNotNeededWhereNoBinaryWouldRun(t *testing.T) {
+	locks := t.TempDir()
+	h := newHost(t, &Config{Dir: pluginDir(t), LockFile: filepath.Join(locks, "l"), VeleroDir: pluginDir(t), VeleroLockFile: filepath.Join(locks, "v"), RequireLock: true})
+	require.Empty(t, h.Plugins())
+	require.Empty(t, h.Problems())
+}

@@ -21,6 +21,9 @@ const (
 	SyncWouldImport = "would-import"
 	SyncSkipped     = "skipped"
 	SyncRejected    = "rejected"
+	// SyncUpdated: a backup in the catalog whose velero-backup.json says
+	// something new (its phase) was updated.
+	SyncUpdated = "updated"
 )
 
 // SyncResult is one backup folder's fate in a sync.
@@ -121,11 +124,16 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 			continue // only sibling files: not a backup of its own
 		}
 		res := SyncResult{Kind: SyncResultKind, Name: name}
-		skip, err := g.syncFilter(ctx, name)
+		skip, known, err := g.syncFilter(ctx, name)
 		if err != nil {
 			return nil, err
 		}
 		switch {
+		case known != nil && f.metadata != nil:
+			res.Action, res.Reason = SyncSkipped, skip
+			if err := g.refresh(ctx, known, f, &res, opts); err != nil {
+				return nil, err
+			}
 		case skip != "":
 			res.Action, res.Reason = SyncSkipped, skip
 		case backup.ValidateNewName(name) != nil:
@@ -142,45 +150,48 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 	return results, nil
 }
 
-// syncFilter says why a tarball named name must not be imported, or "".
-func (g *Registry) syncFilter(ctx context.Context, name string) (string, error) {
+// syncFilter says why a tarball named name must not be imported, or "";
+// known is the backup's record when the catalog has it (a sync still
+// reads its phase).
+func (g *Registry) syncFilter(ctx context.Context, name string) (reason string, known *catalog.Resource, err error) {
 	r, err := g.cfg.Store.Get(ctx, backup.Key(name))
 	switch {
 	case err == nil:
 		if r.Phase != catalog.PhaseActive {
-			return "deletion pending (" + string(r.Phase) + "): never re-imported", nil
+			return "deletion pending (" + string(r.Phase) + "): never re-imported", r, nil
 		}
-		return "in the catalog (" + string(r.Phase) + ")", nil
+		return "in the catalog (" + string(r.Phase) + ")", r, nil
 	case !errors.Is(err, catalog.ErrNotFound):
-		return "", err
+		return "", nil, err
 	}
 	queued, err := g.cfg.Store.ListRetries(ctx, catalog.RetryFilter{Key: backup.Key(name).String(), Limit: 1})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if len(queued) > 0 {
-		return fmt.Sprintf("in the retry queue (row %d, %s): its deletion is not finished, never re-imported", queued[0].ID, queued[0].State), nil
+		return fmt.Sprintf("in the retry queue (row %d, %s): its deletion is not finished, never re-imported", queued[0].ID, queued[0].State), nil, nil
 	}
 	ts, err := g.cfg.Store.GetTombstone(ctx, backup.Key(name))
 	switch {
 	case err == nil:
-		return fmt.Sprintf("purged at %s: a deleted backup is never re-imported", ts.PurgedAt.Local().Format(time.RFC3339)), nil
+		return fmt.Sprintf("purged at %s: a deleted backup is never re-imported", ts.PurgedAt.Local().Format(time.RFC3339)), nil, nil
 	case errors.Is(err, catalog.ErrNotFound):
-		return "", nil
+		return "", nil, nil
 	default:
-		return "", err
+		return "", nil, err
 	}
 }
 
 func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, opts SyncOptions) error {
 	var meta *velero.Backup
+	var raw []byte
 	if f.metadata != nil {
-		m, err := g.readMetadata(ctx, f)
+		m, data, err := g.readMetadata(ctx, f)
 		if err != nil {
 			res.Action, res.Reason = SyncRejected, err.Error()
 			return nil
 		}
-		meta = m
+		meta, raw = m, data
 	} else {
 		res.Warning = WarningNoMetadata
 	}
@@ -228,7 +239,7 @@ func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, op
 	}
 	b.Spec.VolumeSnapshots = snaps
 	if meta != nil {
-		applyMetadata(b, meta, f.metadata.Key)
+		applyMetadata(b, meta, f.metadata, raw)
 	}
 	if err := b.Encode(); err != nil {
 		return err
@@ -243,35 +254,38 @@ func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, op
 	return nil
 }
 
-// readMetadata reads and checks a folder's velero-backup.json; the error
-// says why it cannot be used, for the report.
-func (g *Registry) readMetadata(ctx context.Context, f *folder) (*velero.Backup, error) {
+// readMetadata reads and checks a folder's velero-backup.json, and
+// returns it parsed and as read; the error says why it cannot be used,
+// for the report.
+func (g *Registry) readMetadata(ctx context.Context, f *folder) (*velero.Backup, []byte, error) {
 	if f.metadata.Size > velero.MaxMetadataSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", velero.MetadataFile, velero.MaxMetadataSize)
+		return nil, nil, fmt.Errorf("%s is larger than %d bytes", velero.MetadataFile, velero.MaxMetadataSize)
 	}
 	rc, err := g.cfg.Blobs.Open(ctx, f.metadata.Key)
 	if err != nil {
-		return nil, fmt.Errorf("%s unreadable: %w", velero.MetadataFile, err)
+		return nil, nil, fmt.Errorf("%s unreadable: %w", velero.MetadataFile, err)
 	}
 	data, err := io.ReadAll(io.LimitReader(rc, velero.MaxMetadataSize+1))
 	rc.Close()
 	if err != nil {
-		return nil, fmt.Errorf("%s unreadable: %w", velero.MetadataFile, err)
+		return nil, nil, fmt.Errorf("%s unreadable: %w", velero.MetadataFile, err)
 	}
 	m, err := velero.ParseBackup(data, f.name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.Metadata.Labels)) {
 		if err := backup.ValidateLabel(k, m.Metadata.Labels[k]); err != nil {
-			return nil, fmt.Errorf("%s: metadata.labels: %w", velero.MetadataFile, err)
+			return nil, nil, fmt.Errorf("%s: metadata.labels: %w", velero.MetadataFile, err)
 		}
 	}
-	return m, nil
+	return m, data, nil
 }
 
-// applyMetadata records what velero-backup.json says of the backup.
-func applyMetadata(b *backup.Backup, m *velero.Backup, key string) {
+// applyMetadata records what velero-backup.json says of the backup, and
+// the file itself (raw), with its listing attributes (attrs).
+func applyMetadata(b *backup.Backup, m *velero.Backup, attrs *blobstore.Attributes, raw []byte) {
+	key := attrs.Key
 	if len(m.Metadata.Labels) > 0 {
 		b.Resource.Labels = maps.Clone(m.Metadata.Labels)
 	}
@@ -289,5 +303,8 @@ func applyMetadata(b *backup.Backup, m *velero.Backup, key string) {
 		Phase:              m.Status.Phase,
 		IncludedNamespaces: m.Spec.IncludedNamespaces,
 		UID:                m.Metadata.UID,
+		Object:             raw,
+		MetadataSize:       attrs.Size,
+		MetadataModTime:    attrs.ModTime.UTC(),
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lethehq/lethe/internal/secretfile"
 )
 
 // Webhooks are signed after Standard Webhooks
@@ -103,30 +104,11 @@ func ParseSecret(s string) ([]byte, error) {
 // refuses a file that its group or others may read or write, or that is
 // not a regular file.
 func ReadSecretFile(path string) (string, error) {
-	f, err := os.Open(path)
+	b, err := secretfile.Read(path)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("%s has mode %04o: a secret must be readable by its owner only (chmod 600 %s)", path, perm, path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return s, nil
+	return string(b), nil
 }
 
 // RedactWebhook returns a webhook URL without its credentials, as it is

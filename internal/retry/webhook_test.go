@@ -353,7 +353,7 @@ func TestSecretFileReadableByOthersIsRefused(t *testing.T) {
 	for _, mode := range []os.FileMode{0o640, 0o604, 0o620, 0o666} {
 		require.NoError(t, os.Chmod(p, mode))
 		_, err := retry.ReadSecretFile(p)
-		require.ErrorContains(t, err, "readable by its owner only", "mode %04o", mode)
+		require.ErrorContains(t, err, "readable or writable by group or others", "mode %04o", mode)
 	}
 	_, err = retry.ReadSecretFile(dir)
 	require.ErrorContains(t, err, "not a regular file")

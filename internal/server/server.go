@@ -6,7 +6,9 @@
 //     never run the same deletion at once;
 //   - one elected leader (internal/leader, a lease in the catalog) runs the
 //     singleton loops: TTL expiry, the grace-window timers, and the
-//     reconciliation that requeues stranded deletions;
+//     reconciliation that requeues stranded deletions. They run with a
+//     context fenced by the leader's term (catalog.WithLeaderFence), so the
+//     catalog refuses their writes once another replica leads;
 //   - idle replicas sleep until the next item is due and are woken at once
 //     by the catalog's wake-up hints (LISTEN/NOTIFY on PostgreSQL); a slow
 //     poll is only the safety net.
@@ -122,6 +124,10 @@ type Config struct {
 	// Collector, when set, is the garbage collector, run from the change
 	// feed on every replica (its work is leased; see gc.go).
 	Collector *gc.Collector
+	// TTLVeto, when set, is asked before an expired backup's deletion is
+	// requested: a non-empty answer (a RetentionPolicy with overrideTTL
+	// that selects it) leaves the backup to that policy.
+	TTLVeto func(ctx context.Context, backup string) (string, error)
 }
 
 // Server is the daemon.
@@ -377,6 +383,12 @@ func (s *Server) leaderLoops() ([]Loop, error) {
 	ttlc, err := ttl.New(&ttl.Config{
 		Store: s.cfg.Store, Logger: s.cfg.Logger, Now: s.cfg.Now,
 		Request: func(ctx context.Context, name string) error {
+			if s.cfg.TTLVeto != nil {
+				if who, err := s.cfg.TTLVeto(ctx, name); err != nil || who != "" {
+					s.log.Debug("TTL expired, but a retention policy decides for this backup", "backup", name, "policy", who, "error", err)
+					return err
+				}
+			}
 			s.m.expired.Inc()
 			s.log.Info("TTL expired: requesting the deletion", "backup", name)
 			_, err := s.cfg.Deleter.Delete(catalog.WithActor(ctx, "ttl"), name, deletion.Options{

@@ -174,10 +174,20 @@ func (c *Controller) apply(ev catalog.Event) {
 }
 
 // upsert indexes an Active backup with an expiry; anything else leaves
-// the index.
+// the index. So does a backup Velero has not finished writing (its
+// recorded phase is unfinished): its expiry waits, neither requested nor
+// failed, until a sync records a finished phase; that update comes back
+// through the change feed, and an expiry already past fires then.
 func (c *Controller) upsert(r *catalog.Resource) {
 	b, err := backup.FromResource(r)
 	if err != nil || r.Phase != catalog.PhaseActive || b.Spec.ExpiresAt == nil {
+		c.remove(r.Name)
+		return
+	}
+	if phase, unfinished := b.Unfinished(); unfinished {
+		if _, ok := c.where[r.Name]; !ok {
+			c.log.Debug("backup not finished by Velero; its expiry waits", "backup", r.Name, "phase", phase)
+		}
 		c.remove(r.Name)
 		return
 	}

@@ -154,3 +154,54 @@ func TestUndeleteOfAnExpiredBackupSticks(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// addVeleroBackup adds a backup imported from a Velero bucket, whose
+// velero-backup.json said phase.
+func addVeleroBackup(t *testing.T, st catalog.Store, name, phase string, expires time.Time) {
+	t.Helper()
+	b := &backup.Backup{Resource: &catalog.Resource{Kind: backup.Kind, Name: name},
+		Spec: backup.Spec{StorageKey: backup.StorageKey(name), ExpiresAt: &expires,
+			Velero: &backup.VeleroInfo{MetadataKey: "backups/" + name + "/velero-backup.json", Phase: phase}}}
+	require.NoError(t, b.Encode())
+	_, err := st.Create(context.Background(), b.Resource)
+	require.NoError(t, err)
+}
+
+func TestTTLWaitsForABackupVeleroHasNotFinished(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := openStore(t)
+	now := time.Now()
+	// Expired first, but Velero is still writing it: if its expiry fired,
+	// it would be requested before "ready".
+	addVeleroBackup(t, st, "writing", "Finalizing", now.Add(-2*time.Hour))
+	addVeleroBackup(t, st, "ready", "Completed", now.Add(-time.Hour))
+
+	requested := make(chan string, 10)
+	c, err := ttl.New(&ttl.Config{Store: st, Request: func(_ context.Context, name string) error {
+		requested <- name
+		return nil
+	}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	require.Equal(t, "ready", <-requested, "an unfinished backup's expiry must wait")
+
+	// A sync records the finished phase: the expiry, long past, fires.
+	r, err := st.Get(ctx, backup.Key("writing"))
+	require.NoError(t, err)
+	b, err := backup.FromResource(r)
+	require.NoError(t, err)
+	b.Spec.Velero.Phase = "PartiallyFailed"
+	require.NoError(t, b.Encode())
+	_, err = st.Update(ctx, b.Resource)
+	require.NoError(t, err)
+	select {
+	case name := <-requested:
+		require.Equal(t, "writing", name)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backup's expiry did not fire once Velero finished it")
+	}
+	cancel()
+	require.NoError(t, <-done)
+}

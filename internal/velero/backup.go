@@ -162,7 +162,10 @@ func (b *Backup) ExpiresAt() time.Time {
 
 // PluginBackup describes a backup to build the velero.io/v1 Backup JSON
 // that Velero's DeleteItemAction plugins receive, when there is no
-// velero-backup.json to send as it is.
+// velero-backup.json to send (a backup Lethe registered itself, or one
+// synced before Lethe recorded the file). UID and CreatedAt are the
+// source system's when known (Velero's metadata.uid and
+// creationTimestamp), else Lethe's.
 type PluginBackup struct {
 	Name            string
 	UID             string
@@ -178,7 +181,8 @@ type PluginBackup struct {
 const Namespace = "velero"
 
 // BackupJSON builds a velero.io/v1 Backup object for a plugin, with the
-// fields Velero fills for a completed backup that Lethe knows.
+// fields Velero fills that Lethe knows, in phase Deleting as Velero's
+// deletion controller sends it.
 func BackupJSON(in PluginBackup) ([]byte, error) {
 	b := Backup{
 		APIVersion: APIVersion,
@@ -188,7 +192,7 @@ func BackupJSON(in PluginBackup) ([]byte, error) {
 			Labels: in.Labels, Annotations: in.Annotations,
 		},
 		Spec:   BackupSpec{StorageLocation: in.StorageLocation},
-		Status: BackupStat{Phase: "Completed"},
+		Status: BackupStat{Phase: PhaseDeleting},
 	}
 	if !in.CreatedAt.IsZero() {
 		t := in.CreatedAt.UTC().Truncate(time.Second)
@@ -202,4 +206,29 @@ func BackupJSON(in PluginBackup) ([]byte, error) {
 		}
 	}
 	return json.Marshal(b)
+}
+
+// DeletingObject is the Backup object Velero's DeleteItemAction plugins
+// receive for the velero-backup.json raw: the object as it is, with
+// status.phase set to Deleting, as Velero's deletion controller patches
+// the Backup before it runs them (backup_deletion_controller.go). Every
+// other field, known to Lethe or not, is kept.
+func DeletingObject(raw []byte) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %w", MetadataFile, err)
+	}
+	status := map[string]json.RawMessage{}
+	if s, ok := obj["status"]; ok && string(s) != "null" {
+		if err := json.Unmarshal(s, &status); err != nil {
+			return nil, fmt.Errorf("%s: status is not an object: %w", MetadataFile, err)
+		}
+	}
+	status["phase"] = json.RawMessage(`"` + PhaseDeleting + `"`)
+	s, err := json.Marshal(status)
+	if err != nil {
+		return nil, err
+	}
+	obj["status"] = s
+	return json.Marshal(obj)
 }

@@ -70,14 +70,30 @@ func (i Item) Unstructured() (map[string]any, error) {
 }
 
 // Backup describes the backup being deleted.
+//
+// A backup has two identities. UID and CreatedAt are Lethe's own: its
+// catalog record's UID, and when Lethe registered the backup (for a
+// backup imported from a Velero bucket by `lethe backup sync`, the time
+// of that sync). SourceUID and SourceCreatedAt are those of the system
+// that took the backup: Velero's metadata.uid and
+// metadata.creationTimestamp, from velero-backup.json; empty and zero
+// for a backup Lethe registered itself (`lethe backup create`).
 type Backup struct {
-	Name        string
+	Name string
+	// UID is Lethe's identity of the backup (its catalog record).
 	UID         string
 	Labels      map[string]string
 	Annotations map[string]string
-	CreatedAt   time.Time
+	// CreatedAt is when Lethe registered the backup.
+	CreatedAt time.Time
 	// ExpiresAt is zero when the backup has no TTL.
 	ExpiresAt time.Time
 	// StorageLocation is where the backup's tarball lives, as a URL.
 	StorageLocation string
+	// SourceUID is the backup's uid in the system that took it (Velero's
+	// metadata.uid); empty when Lethe registered it.
+	SourceUID string
+	// SourceCreatedAt is when the system that took the backup created it
+	// (Velero's metadata.creationTimestamp); zero when unknown.
+	SourceCreatedAt time.Time
 }

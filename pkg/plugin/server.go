@@ -473,9 +473,13 @@ func backupFromProto(b *pluginv1.Backup) Backup {
 		Labels:          b.GetLabels(),
 		Annotations:     b.GetAnnotations(),
 		StorageLocation: b.GetStorageLocation(),
+		SourceUID:       b.GetSourceUid(),
 	}
 	if b.GetCreatedAt() != nil {
 		out.CreatedAt = b.GetCreatedAt().AsTime()
+	}
+	if b.GetSourceCreatedAt() != nil {
+		out.SourceCreatedAt = b.GetSourceCreatedAt().AsTime()
 	}
 	if b.GetExpiresAt() != nil {
 		out.ExpiresAt = b.GetExpiresAt().AsTime()

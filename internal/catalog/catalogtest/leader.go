@@ -1,6 +1,7 @@
 package catalogtest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -243,4 +244,125 @@ func testCounts(t *testing.T, newStore NewStoreFunc) {
 	c, err = f.s.CountWork(f.ctx, "q")
 	require.NoError(t, err)
 	assert.Equal(t, catalog.WorkCounts{Due: 3, Leased: 0, Waiting: 1, Retried: 1}, c)
+}
+
+// testLeaderTermFence: a write fenced by a leader term is refused, with a
+// *catalog.StaleTermError and changing nothing, once another holder has
+// taken the lease over or the lease lapsed; the current term's writes
+// pass and the audit log names their term.
+func testLeaderTermFence(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	const name = "server"
+	ttl := 10 * time.Second
+	a, err := f.s.AcquireLeader(f.ctx, name, "a", ttl)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), a.Term)
+	fenced := func(holder string, term int64) context.Context {
+		return catalog.WithLeaderFence(catalog.WithActor(f.ctx, "ttl"), &catalog.LeaderFence{Name: name, Holder: holder, Term: term})
+	}
+	aCtx := fenced("a", 1)
+
+	// The live term writes, and the audit log says which term it was.
+	r, err := f.s.Create(aCtx, res("Backup", "", "kept", nil))
+	require.NoError(t, err)
+	_, err = f.s.Enqueue(aCtx, catalog.WorkItem{Queue: "deletions", Key: "kept"})
+	require.NoError(t, err)
+	audit, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{Kind: "Backup", Name: "kept"})
+	require.NoError(t, err)
+	require.Len(t, audit, 1)
+	assert.Equal(t, "ttl (leader term 1)", audit[0].Actor)
+
+	// b takes the lapsed lease over: term 2. Every write of term 1 is
+	// refused from now on, however the stale leader got its turn.
+	f.clock.Advance(ttl + time.Second)
+	b, err := f.s.AcquireLeader(f.ctx, name, "b", ttl)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), b.Term)
+	before := snapshotForFence(t, f, name)
+	stale := func(what string, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, catalog.ErrStaleTerm, what)
+		var se *catalog.StaleTermError
+		require.ErrorAs(t, err, &se, what)
+		assert.Equal(t, catalog.LeaderFence{Name: name, Holder: "a", Term: 1}, se.Fence, what)
+		require.NotNil(t, se.Current, what)
+		assert.Equal(t, "b", se.Current.Holder, what)
+		assert.Equal(t, int64(2), se.Current.Term, what)
+	}
+	_, err = f.s.Create(aCtx, res("Backup", "", "new", nil))
+	stale("create", err)
+	_, err = f.s.Schedule(aCtx, r.Key(), catalog.ScheduleOptions{Delay: time.Hour, Reason: "TTL expired"})
+	stale("schedule", err)
+	_, err = f.s.Delete(aCtx, r.Key(), catalog.DeleteOptions{Finalizers: []string{catalog.FinalizerDeleteActions}, Reason: "TTL expired"})
+	stale("delete", err)
+	upd := *r
+	upd.Labels = map[string]string{"x": "y"}
+	_, err = f.s.Update(aCtx, &upd)
+	stale("update", err)
+	_, err = f.s.WriteBatch(aCtx, []catalog.Write{{Create: true, Resource: res("Backup", "", "batched", nil)}})
+	stale("write batch", err)
+	_, err = f.s.Enqueue(aCtx, catalog.WorkItem{Queue: "deletions", Key: "new"})
+	stale("enqueue", err)
+	stale("append audit", f.s.AppendAudit(aCtx, catalog.AuditEntry{Time: f.clock.Now(), Action: "x", Kind: "Backup", Name: "kept"}))
+	require.Equal(t, before, snapshotForFence(t, f, name), "the refused writes changed nothing")
+	// Asking for the lease is never fenced: the stale leader learns it
+	// lost it.
+	back, err := f.s.AcquireLeader(aCtx, name, "a", ttl)
+	require.NoError(t, err)
+	assert.Equal(t, "b", back.Holder)
+
+	// The new term writes.
+	bCtx := fenced("b", 2)
+	_, err = f.s.Schedule(bCtx, r.Key(), catalog.ScheduleOptions{Delay: time.Hour, Reason: "TTL expired"})
+	require.NoError(t, err)
+	audit, err = f.s.ListAudit(f.ctx, catalog.AuditFilter{Kind: "Backup", Name: "kept"})
+	require.NoError(t, err)
+	require.Len(t, audit, 2)
+	assert.Equal(t, "ttl (leader term 2)", audit[1].Actor)
+
+	// A term whose lease lapsed, taken over or not, writes nothing.
+	f.clock.Advance(ttl)
+	_, err = f.s.Undelete(bCtx, r.Key(), "lapsed")
+	require.ErrorIs(t, err, catalog.ErrStaleTerm)
+	got, err := f.s.Get(f.ctx, r.Key())
+	require.NoError(t, err)
+	assert.Equal(t, catalog.PhaseScheduled, got.Phase)
+	// The term is the token, not the holder: a that leads again, in term
+	// 3, still cannot write with its term 1.
+	again, err := f.s.AcquireLeader(f.ctx, name, "a", ttl)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), again.Term)
+	_, err = f.s.Undelete(aCtx, r.Key(), "term 1")
+	require.ErrorIs(t, err, catalog.ErrStaleTerm)
+	_, err = f.s.Undelete(fenced("a", 3), r.Key(), "term 3")
+	require.NoError(t, err)
+	// A lease that was never taken fences everything; a fence without a
+	// term is malformed.
+	_, err = f.s.Create(catalog.WithLeaderFence(f.ctx, &catalog.LeaderFence{Name: "never", Holder: "a", Term: 1}), res("Backup", "", "n", nil))
+	var se *catalog.StaleTermError
+	require.ErrorAs(t, err, &se)
+	assert.Nil(t, se.Current)
+	_, err = f.s.Create(catalog.WithLeaderFence(f.ctx, &catalog.LeaderFence{Name: name, Holder: "b"}), res("Backup", "", "n", nil))
+	require.ErrorIs(t, err, catalog.ErrInvalid)
+}
+
+// snapshotForFence is what a refused write must leave alone: the
+// resources, the work queue and the audit log.
+func snapshotForFence(t *testing.T, f *fixture, lease string) string {
+	t.Helper()
+	page, err := f.s.List(f.ctx, catalog.ListOptions{})
+	require.NoError(t, err)
+	var out []string
+	for _, r := range page.Items {
+		out = append(out, fmt.Sprintf("%s %s %d", r.Key(), r.Phase, r.ResourceVersion))
+	}
+	work, err := f.s.ListWork(f.ctx, "deletions")
+	require.NoError(t, err)
+	for _, w := range work {
+		out = append(out, "work "+w.Key)
+	}
+	audit, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{})
+	require.NoError(t, err)
+	out = append(out, fmt.Sprintf("audit %d", len(audit)))
+	return fmt.Sprint(out)
 }

@@ -92,9 +92,12 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("CollectBatchConcurrentWriters", func(t *testing.T) { testCollectBatchConcurrentWriters(t, newStore) })
 	t.Run("LeaderLease", func(t *testing.T) { testLeaderLease(t, newStore) })
 	t.Run("LeaderLeaseRace", func(t *testing.T) { testLeaderLeaseRace(t, newStore) })
+	t.Run("LeaderTermFence", func(t *testing.T) { testLeaderTermFence(t, newStore) })
 	t.Run("Wakeups", func(t *testing.T) { testWakeups(t, newStore) })
 	t.Run("NextAvailable", func(t *testing.T) { testNextAvailable(t, newStore) })
 	t.Run("Counts", func(t *testing.T) { testCounts(t, newStore) })
+	t.Run("WriteClosingACycleIsRefused", func(t *testing.T) { testWriteClosingACycleIsRefused(t, newStore) })
+	t.Run("ConcurrentWritesNeverStoreACycle", func(t *testing.T) { testConcurrentWritesNeverStoreACycle(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {

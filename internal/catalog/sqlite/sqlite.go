@@ -58,6 +58,9 @@ func Open(ctx context.Context, path string, cfg *catalog.Config) (catalog.Store,
 	if err != nil {
 		return nil, err
 	}
+	if err := prepareFile(path, cfg.Logger); err != nil {
+		return nil, err
+	}
 	busy := cfg.BusyTimeout.Milliseconds()
 	common := url.Values{}
 	common.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy))

@@ -395,10 +395,13 @@ func resultFromProto(r *pluginv1.ItemResult) (plugin.Result, error) {
 func backupToProto(b plugin.Backup) *pluginv1.Backup {
 	out := &pluginv1.Backup{
 		Name: b.Name, Uid: b.UID, Labels: b.Labels, Annotations: b.Annotations,
-		StorageLocation: b.StorageLocation,
+		StorageLocation: b.StorageLocation, SourceUid: b.SourceUID,
 	}
 	if !b.CreatedAt.IsZero() {
 		out.CreatedAt = timestamppb.New(b.CreatedAt)
+	}
+	if !b.SourceCreatedAt.IsZero() {
+		out.SourceCreatedAt = timestamppb.New(b.SourceCreatedAt)
 	}
 	if !b.ExpiresAt.IsZero() {
 		out.ExpiresAt = timestamppb.New(b.ExpiresAt)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -196,4 +197,42 @@ func TestCheckList(t *testing.T) {
 			require.ErrorContains(t, err, tc.wantErr)
 		})
 	}
+}
+
+// TestBackupReachesThePluginFieldByField: every field of plugin.Backup,
+// Lethe's identity and the source system's, crosses the wire unchanged.
+func TestBackupReachesThePluginFieldByField(t *testing.T) {
+	got := make(chan plugin.Backup, 1)
+	c := Serve(t, &plugin.Plugin{Name: "example.com/backup", Action: &fakeAction{ExecuteFunc: func(_ context.Context, in *plugin.DeleteItemActionInput) error {
+		select {
+		case got <- in.Backup:
+		default:
+		}
+		return nil
+	}}})
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		require.NoError(t, err)
+		return v
+	}
+	want := plugin.Backup{
+		Name: "nightly-0412", UID: "0199a1b2-0000-7000-8000-000000000001",
+		Labels: map[string]string{"app": "shop"}, Annotations: map[string]string{"a": "b"},
+		CreatedAt: at("2026-11-26T10:00:00Z"), ExpiresAt: at("2026-05-12T03:00:00Z"),
+		StorageLocation: "file:///bucket/backups/nightly-0412/nightly-0412.tar.gz",
+		SourceUID:       "6b5a1c2e-0000-4000-8000-00000000000c", SourceCreatedAt: at("2026-04-12T03:00:00Z"),
+	}
+	s, err := c.OpenStream(t.Context(), "example.com/backup", want)
+	require.NoError(t, err)
+	_, err = s.Send(plugin.Item{Resource: "pods", Namespace: "a", Name: "p"})
+	require.NoError(t, err)
+	_, err = s.Wait()
+	require.NoError(t, err)
+	b := <-got
+	require.Equal(t, want.SourceUID, b.SourceUID)
+	require.True(t, want.SourceCreatedAt.Equal(b.SourceCreatedAt))
+	require.True(t, want.CreatedAt.Equal(b.CreatedAt))
+	require.True(t, want.ExpiresAt.Equal(b.ExpiresAt))
+	b.CreatedAt, b.ExpiresAt, b.SourceCreatedAt = want.CreatedAt, want.ExpiresAt, want.SourceCreatedAt
+	require.Equal(t, want, b)
 }

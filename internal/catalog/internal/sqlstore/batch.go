@@ -33,7 +33,7 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 		seen[k] = true
 	}
 	var out []*catalog.Resource
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}
@@ -43,6 +43,7 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 		}
 		out = make([]*catalog.Resource, len(ws))
 		created := map[string]bool{}
+		var grew []*catalog.Resource // written with a new deletion edge
 		for i, w := range ws {
 			ver := first + int64(i)
 			in := w.Resource
@@ -68,6 +69,7 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 				next.DeletionDueAt, next.DeletionTimestamp, next.PropagationPolicy = nil, nil, ""
 				next.CreatedAt = now
 				action, evType = "create", catalog.EventAdded
+				grew = append(grew, next)
 			} else {
 				cur, err := s.getOne(ctx, q, in.Key().String(), resourceByKey+s.d.ForUpdate, in.Kind, in.Namespace, in.Name)
 				if err != nil {
@@ -77,6 +79,9 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 					return err
 				}
 				from = cur.Phase
+				if grewEdges(cur, next) {
+					grew = append(grew, next)
+				}
 				stmts = append(stmts,
 					Stmt{SQL: `DELETE FROM owner_edges WHERE dependent_uid = $1`, Args: []any{next.UID}},
 					Stmt{SQL: `DELETE FROM reference_edges WHERE referrer_uid = $1`, Args: []any{next.UID}})
@@ -116,6 +121,9 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 				return err
 			}
 			out[i] = next
+		}
+		if err := s.checkCycles(ctx, q, grew); err != nil {
+			return err
 		}
 		return q.ExecBatch(ctx, s.b.Notify())
 	})

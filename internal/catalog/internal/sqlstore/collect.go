@@ -73,7 +73,7 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 		}
 	}
 	var purged []string
-	err = s.b.WriteTx(ctx, func(q Querier) error {
+	err = s.writeTx(ctx, func(q Querier) error {
 		purged = purged[:0]
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err

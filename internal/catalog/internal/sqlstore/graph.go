@@ -2,7 +2,10 @@ package sqlstore
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/lethehq/lethe/internal/catalog"
 )
@@ -68,4 +71,215 @@ func sortResources(rs []*catalog.Resource) {
 		}
 		return a.Name < b.Name
 	})
+}
+
+// Deletion cycles. A deletion travels from an owner to its dependents and
+// from the target of a block or cascade reference to its referrer, and an
+// owner (Foreground), or such a target, may wait for what it reaches: a
+// cycle of these edges, in any mix, is a deletion that can never finish.
+// Every write that adds an edge checks, in its own transaction, after its
+// rows are written and while it holds the version counter's lock (which
+// every writer of edges takes first: see nextVersions; SQLite's writer is
+// one), that no written resource is on a cycle. Two concurrent writes that
+// each add half of a cycle are serialized by that lock, so the second sees
+// the first's edges and is refused.
+
+// cycleEdgesIn says whether r is the downstream end of a deletion edge:
+// it has an owner, or a block or cascade reference.
+func cycleEdgesIn(r *catalog.Resource) bool {
+	if len(r.Owners) > 0 {
+		return true
+	}
+	for _, ref := range r.References {
+		if ref.OnTargetDelete == catalog.RefBlock || ref.OnTargetDelete == catalog.RefCascade {
+			return true
+		}
+	}
+	return false
+}
+
+// grewEdges reports whether next has a deletion edge that cur has not: a
+// write that only removes edges (or keeps them) cannot close a cycle, and
+// is not checked (a collector writing the condition of a resource already
+// on a cycle must not be refused).
+func grewEdges(cur, next *catalog.Resource) bool {
+	for _, o := range next.Owners {
+		if !slices.ContainsFunc(cur.Owners, func(c catalog.OwnerRef) bool { return c.UID == o.UID }) {
+			return true
+		}
+	}
+	for _, ref := range next.References {
+		if ref.OnTargetDelete != catalog.RefBlock && ref.OnTargetDelete != catalog.RefCascade {
+			continue
+		}
+		if !slices.ContainsFunc(cur.References, func(c catalog.Reference) bool {
+			return c.Kind == ref.Kind && c.Namespace == ref.Namespace && c.Name == ref.Name && c.OnTargetDelete == ref.OnTargetDelete
+		}) {
+			return true
+		}
+	}
+	return false
+}
+
+// cycleChunk bounds the placeholders of one IN list.
+const cycleChunk = 500
+
+func placeholders(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("$" + strconv.Itoa(i+1))
+	}
+	return b.String()
+}
+
+func anyArgs(uids []string) []any {
+	out := make([]any, len(uids))
+	for i, u := range uids {
+		out[i] = u
+	}
+	return out
+}
+
+// checkCycles returns a *catalog.CycleError when one of rs (written in
+// q's transaction) is on a deletion cycle. Only a resource with an edge
+// in (an owner, a block or cascade reference) and one out (a dependent,
+// a block or cascade referrer) can be on one: one query per chunk of rs
+// finds those, and each is then walked upwards, through its owners and
+// the targets of its references, one query per level.
+func (s *Store) checkCycles(ctx context.Context, q Querier, rs []*catalog.Resource) error {
+	var cand []string
+	for _, r := range rs {
+		if cycleEdgesIn(r) {
+			cand = append(cand, r.UID)
+		}
+	}
+	var out []string
+	for chunk := range slices.Chunk(cand, cycleChunk) {
+		in := placeholders(len(chunk))
+		err := q.QueryBatch(ctx, []Stmt{
+			{SQL: `SELECT DISTINCT owner_uid FROM owner_edges WHERE owner_uid IN (` + in + `)`, Args: anyArgs(chunk)},
+			{SQL: `SELECT DISTINCT r.uid FROM resources r JOIN reference_edges e ON e.target_kind = r.kind
+AND e.target_namespace = r.namespace AND e.target_name = r.name
+WHERE r.uid IN (` + in + `) AND e.on_target_delete IN ('block', 'cascade')`, Args: anyArgs(chunk)},
+		}, func(_ int, rows Rows) error {
+			for rows.Next() {
+				var uid string
+				if err := rows.Scan(&uid); err != nil {
+					return err
+				}
+				out = append(out, uid)
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return err
+		}
+	}
+	slices.Sort(out)
+	for _, uid := range slices.Compact(out) {
+		edges, err := s.cycleThrough(ctx, q, uid)
+		if err != nil || edges != nil {
+			if err == nil {
+				err = &catalog.CycleError{Edges: edges}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// cycleThrough walks upwards from start and returns the cycle through it,
+// in the direction a deletion travels, or nil.
+func (s *Store) cycleThrough(ctx context.Context, q Querier, start string) ([]catalog.CycleEdge, error) {
+	type hop struct{ child, via string }
+	// up[u] is the edge u → child by which u was reached.
+	up := map[string]hop{}
+	var path []hop // start → ...: filled when the walk comes back
+	var closing hop
+	frontier := []string{start}
+	for len(frontier) > 0 && path == nil {
+		var next []string
+		for chunk := range slices.Chunk(frontier, cycleChunk) {
+			in := placeholders(len(chunk))
+			err := q.QueryBatch(ctx, []Stmt{
+				{SQL: `SELECT dependent_uid, owner_uid, 'owner' FROM owner_edges WHERE dependent_uid IN (` + in + `)`, Args: anyArgs(chunk)},
+				{SQL: `SELECT e.referrer_uid, r.uid, e.on_target_delete FROM reference_edges e JOIN resources r
+ON r.kind = e.target_kind AND r.namespace = e.target_namespace AND r.name = e.target_name
+WHERE e.referrer_uid IN (` + in + `) AND e.on_target_delete IN ('block', 'cascade')`, Args: anyArgs(chunk)},
+			}, func(_ int, rows Rows) error {
+				for rows.Next() {
+					var child, parent, via string
+					if err := rows.Scan(&child, &parent, &via); err != nil {
+						return err
+					}
+					if path != nil {
+						continue
+					}
+					if parent == start {
+						closing = hop{child, via}
+						path = []hop{}
+						continue
+					}
+					if _, seen := up[parent]; !seen {
+						up[parent] = hop{child, via}
+						next = append(next, parent)
+					}
+				}
+				return rows.Err()
+			})
+			if err != nil {
+				return nil, err
+			}
+			if path != nil {
+				break
+			}
+		}
+		frontier = next
+	}
+	if path == nil {
+		return nil, nil
+	}
+	type edge struct{ from, to, via string }
+	edges := []edge{{start, closing.child, closing.via}}
+	for u := closing.child; u != start && len(edges) <= len(up)+1; {
+		h := up[u]
+		edges = append(edges, edge{u, h.child, h.via})
+		u = h.child
+	}
+	uids := []string{}
+	for _, e := range edges {
+		uids = append(uids, e.from)
+	}
+	keys := map[string]catalog.Key{}
+	rows, err := q.Query(ctx, `SELECT uid, kind, namespace, name FROM resources WHERE uid IN (`+placeholders(len(uids))+`)`, anyArgs(uids)...)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var uid string
+		var k catalog.Key
+		if err := rows.Scan(&uid, &k.Kind, &k.Namespace, &k.Name); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		keys[uid] = k
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	key := func(uid string) catalog.Key {
+		if k, ok := keys[uid]; ok {
+			return k
+		}
+		return catalog.Key{Kind: "(uid)", Name: uid}
+	}
+	out := make([]catalog.CycleEdge, len(edges))
+	for i, e := range edges {
+		out[i] = catalog.CycleEdge{From: key(e.from), To: key(e.to), Via: e.via}
+	}
+	return out, nil
 }

@@ -140,3 +140,42 @@ func (s *Store) GetLeader(ctx context.Context, name string) (*catalog.LeaderLeas
 	}
 	return l, s.mapErr(err)
 }
+
+// writeTx runs fn in a write transaction that is fenced by the leader
+// term of ctx, if any (catalog.WithLeaderFence): every write of the Store
+// but the leader lease's own goes through it.
+func (s *Store) writeTx(ctx context.Context, fn func(Querier) error) error {
+	f := catalog.LeaderFenceFrom(ctx)
+	return s.b.WriteTx(ctx, func(q Querier) error {
+		if err := s.checkLeaderFence(ctx, q, f, s.clock()); err != nil {
+			return err
+		}
+		return fn(q)
+	})
+}
+
+// checkLeaderFence fails with a *catalog.StaleTermError unless f's holder
+// still holds the lease f names, in f's term, live at now. It runs first
+// in the write transaction it guards and locks the lease row (FOR SHARE on
+// PostgreSQL; SQLite's write transaction is exclusive), so no takeover
+// (AcquireLeader's FOR UPDATE) can commit before that transaction ends; a
+// nil f is no fence.
+func (s *Store) checkLeaderFence(ctx context.Context, q Querier, f *catalog.LeaderFence, now time.Time) error {
+	if f == nil {
+		return nil
+	}
+	if err := validLeader(f.Name, f.Holder); err != nil || f.Term < 1 {
+		return fmt.Errorf("%w: a leader fence needs the lease's name, its holder and a term", catalog.ErrInvalid)
+	}
+	cur, err := scanLeader(q.QueryRow(ctx, `SELECT `+leaderColumns+` FROM leader_leases WHERE name = $1`+s.d.ForShare, f.Name))
+	if errors.Is(err, ErrNoRows) {
+		return &catalog.StaleTermError{Fence: *f}
+	}
+	if err != nil {
+		return err
+	}
+	if cur.Term != f.Term || !cur.HeldBy(f.Holder, now) {
+		return &catalog.StaleTermError{Fence: *f, Current: cur}
+	}
+	return nil
+}

@@ -84,6 +84,9 @@ func (s *Store) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOp
 	if opts.Force {
 		action = "force-delete"
 	}
+	if opts.Action != "" {
+		action = opts.Action
+	}
 	return s.mutate(ctx, mutation{key: k, action: action, actor: catalog.ActorFrom(ctx), reason: opts.Reason,
 		apply: func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error) {
 			if opts.OnlyIfScheduled && cur.Phase != catalog.PhaseScheduled {
@@ -153,7 +156,7 @@ func (s *Store) Purge(ctx context.Context, k catalog.Key, opts catalog.PurgeOpti
 		return fmt.Errorf("%w: purge details are not valid JSON", catalog.ErrInvalid)
 	}
 	now := s.clock()
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}

@@ -66,7 +66,7 @@ func (s *Store) CreateBatch(ctx context.Context, rs []*catalog.Resource) ([]*cat
 	var (
 		resRows, ownerRows, refRows, changeRows, auditRows [][]any
 	)
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		first, err := nextVersions(ctx, q, len(out))
 		if err != nil {
 			return err
@@ -115,6 +115,9 @@ func (s *Store) CreateBatch(ctx context.Context, rs []*catalog.Resource) ([]*cat
 					return err
 				}
 			}
+		}
+		if err := s.checkCycles(ctx, q, out); err != nil {
+			return err
 		}
 		return q.ExecBatch(ctx, s.b.Notify())
 	})

@@ -184,7 +184,7 @@ func (s *Store) RecordRetries(ctx context.Context, recs []catalog.RetryRecord, d
 	}
 	now := s.clock()
 	var out []*catalog.RetryRow
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		out = out[:0]
 		for _, rec := range recs {
 			row, err := scanRetry(q.QueryRow(ctx, `SELECT `+retryColumns+` FROM retries WHERE kind = $1 AND key = $2 AND item_id = $3 AND plugin = $4`+s.d.ForUpdate,
@@ -224,7 +224,7 @@ func (s *Store) RecordRetries(ctx context.Context, recs []catalog.RetryRecord, d
 func (s *Store) UpdateRetry(ctx context.Context, id, epoch int64, fn func(*catalog.RetryRow) (catalog.RetryPlan, error)) (*catalog.RetryRow, error) {
 	now := s.clock()
 	var out *catalog.RetryRow
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		row, err := scanRetry(q.QueryRow(ctx, `SELECT `+retryColumns+` FROM retries WHERE id = $1`+s.d.ForUpdate, id))
 		if errors.Is(err, ErrNoRows) {
 			return fmt.Errorf("retry row %d: %w", id, catalog.ErrNotFound)
@@ -257,7 +257,7 @@ func (s *Store) UpdateRetry(ctx context.Context, id, epoch int64, fn func(*catal
 // DeleteRetries implements catalog.Store.
 func (s *Store) DeleteRetries(ctx context.Context, key string, ids []catalog.RetryIdentity) (int, error) {
 	var n int64
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		if ids == nil {
 			var err error
 			n, err = q.Exec(ctx, `DELETE FROM retries WHERE key = $1`, key)
@@ -286,7 +286,7 @@ func (s *Store) ClaimRetries(ctx context.Context, holder string, ttl time.Durati
 	limit = max(limit, 1)
 	now := s.clock()
 	var out []*catalog.RetryRow
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		var err error
 		out, err = s.queryRetries(ctx, q, `WITH picked AS (
     SELECT id FROM retries WHERE available_at IS NOT NULL AND available_at <= $1
@@ -437,7 +437,7 @@ func (s *Store) ClaimNotifications(ctx context.Context, holder string, ttl time.
 	limit = max(limit, 1)
 	now := s.clock()
 	var out []*catalog.Notification
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		var err error
 		out, err = s.queryNotifications(ctx, q, `WITH picked AS (
     SELECT id FROM notifications WHERE available_at IS NOT NULL AND available_at <= $1
@@ -476,7 +476,7 @@ func (s *Store) FinishNotification(ctx context.Context, id, epoch int64, state c
 	default:
 		return fmt.Errorf("%w: notification state %q", catalog.ErrInvalid, state)
 	}
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		n, err := q.Exec(ctx, `UPDATE notifications SET state = $1, next_attempt_at = $2, available_at = $3, last_error = $4, delivered_at = $5,
   holder = '', lease_expires_at = 0 WHERE id = $6 AND epoch = $7 AND state = $8 AND holder <> ''`,
 			string(state), nanos(next), avail, lastErr, delivered, id, epoch, string(catalog.NotificationPending))

@@ -68,7 +68,7 @@ func (s *Store) Enqueue(ctx context.Context, w catalog.WorkItem) (*catalog.WorkI
 		runAt = now
 	}
 	var out *catalog.WorkItem
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		if _, err := q.Exec(ctx, `INSERT INTO work_items (queue, key, payload, run_at, available_at, created_at) VALUES ($1, $2, $3, $4, $4, $5)
 ON CONFLICT (queue, key) DO NOTHING`, w.Queue, w.Key, string(w.Payload), runAt.UnixNano(), now.UnixNano()); err != nil {
 			return err
@@ -116,7 +116,7 @@ func (s *Store) Claim(ctx context.Context, queue, holder string, ttl time.Durati
 	}
 	now := s.clock()
 	var out []*catalog.WorkItem
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		args := []any{holder, now.Add(ttl).UnixNano(), queue, now.UnixNano(), limit}
 		var err error
 		out, err = s.claimWork(ctx, q, args)
@@ -212,7 +212,7 @@ func (s *Store) ClaimKey(ctx context.Context, queue, key, holder string, ttl tim
 	}
 	now := s.clock()
 	var out *catalog.WorkItem
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		cur, err := scanWork(q.QueryRow(ctx, `SELECT `+WorkColumns+` FROM work_items WHERE queue = $1 AND key = $2`+s.d.ForUpdate, queue, key))
 		if errors.Is(err, ErrNoRows) {
 			return fmt.Errorf("work item %s %s: %w", queue, key, catalog.ErrNotFound)
@@ -250,7 +250,7 @@ func (s *Store) Renew(ctx context.Context, f *catalog.Fence, ttl time.Duration) 
 	}
 	now := s.clock()
 	var out *catalog.WorkItem
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		var err error
 		out, err = scanWork(q.QueryRow(ctx, `UPDATE work_items SET lease_expires_at = $1, available_at = $1
 WHERE id = $2 AND holder = $3 AND epoch = $4 AND lease_expires_at > $5 RETURNING `+WorkColumns,
@@ -274,7 +274,7 @@ func (s *Store) Release(ctx context.Context, f *catalog.Fence, runAt time.Time, 
 		runAt = now
 	}
 	due := !runAt.After(now)
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		n, err := q.Exec(ctx, `UPDATE work_items SET holder = '', lease_expires_at = 0, run_at = $1, available_at = $1, last_error = $2
 WHERE id = $3 AND holder = $4 AND epoch = $5`, runAt.UnixNano(), lastErr, f.ID, f.Holder, f.Epoch)
 		if err == nil && n == 0 {
@@ -297,7 +297,7 @@ func (s *Store) Complete(ctx context.Context, f *catalog.Fence) error {
 	if err := validFence(f); err != nil {
 		return err
 	}
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		n, err := q.Exec(ctx, `DELETE FROM work_items WHERE id = $1 AND holder = $2 AND epoch = $3`, f.ID, f.Holder, f.Epoch)
 		if err == nil && n == 0 {
 			err = lostErr(f)
@@ -387,7 +387,7 @@ ON CONFLICT (uid, ordinal, plugin) DO UPDATE SET doc = excluded.doc`, Args: []an
 	if fence == nil {
 		fence = catalog.FenceFrom(ctx)
 	}
-	err = s.b.WriteTx(ctx, func(q Querier) error {
+	err = s.writeTx(ctx, func(q Querier) error {
 		if err := s.checkFence(ctx, q, fence, now); err != nil {
 			return fmt.Errorf("checkpoint of %s: %w", p.UID, err)
 		}
@@ -438,7 +438,7 @@ func (s *Store) LoadProgress(ctx context.Context, uid string) (*catalog.Deletion
 
 // DeleteProgress implements catalog.Store (a no-op when there is none).
 func (s *Store) DeleteProgress(ctx context.Context, uid string) error {
-	return s.mapErr(s.b.WriteTx(ctx, func(q Querier) error {
+	return s.mapErr(s.writeTx(ctx, func(q Querier) error {
 		return q.ExecBatch(ctx, []Stmt{
 			{SQL: `DELETE FROM item_outcomes WHERE uid = $1`, Args: []any{uid}},
 			{SQL: `DELETE FROM deletion_progress WHERE uid = $1`, Args: []any{uid}},
@@ -459,7 +459,7 @@ func (s *Store) AppendAudit(ctx context.Context, e catalog.AuditEntry) error {
 	if e.Time.IsZero() {
 		e.Time = s.clock()
 	}
-	return s.mapErr(s.b.WriteTx(ctx, func(q Querier) error {
+	return s.mapErr(s.writeTx(ctx, func(q Querier) error {
 		st := auditStmt(e)
 		_, err := q.Exec(ctx, st.SQL, st.Args...)
 		return err

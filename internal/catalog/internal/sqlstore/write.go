@@ -108,7 +108,7 @@ type mutation struct {
 func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, error) {
 	now := s.clock()
 	var out, cur *catalog.Resource
-	err := s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.writeTx(ctx, func(q Querier) error {
 		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}
@@ -138,6 +138,16 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 		stmts = append(stmts, ch, auditStmt(catalog.AuditEntry{Time: now, Actor: m.actor, Action: m.action,
 			Kind: next.Kind, Namespace: next.Namespace, Name: next.Name, UID: next.UID,
 			FromPhase: cur.Phase, ToPhase: next.Phase, Reason: m.reason, Details: m.details}))
+		if m.rewriteEdges && grewEdges(cur, next) {
+			// A new edge: the cycle check reads the rows just written.
+			if err := q.ExecBatch(ctx, stmts); err != nil {
+				return err
+			}
+			if err := s.checkCycles(ctx, q, []*catalog.Resource{next}); err != nil {
+				return err
+			}
+			stmts = nil
+		}
 		if err := q.ExecBatch(ctx, append(stmts, s.b.Notify()...)); err != nil {
 			return err
 		}

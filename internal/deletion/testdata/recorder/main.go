@@ -13,10 +13,14 @@
 // b-second fails an item while <dir>/<name>.fail-b exists. Files,
 // not environment variables, so a test can change them while
 // the plugin process runs.
+//
+// With LETHE_RECORD_BACKUP=<file>, every Execute writes the Backup it
+// received (plugin.Backup as JSON) to that file.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -65,6 +69,15 @@ func (r *recorder) Execute(_ context.Context, in *plugin.DeleteItemActionInput) 
 				// language, may send.
 				return &plugin.BlockedError{RetryAfter: after, Reason: it.Name + " is locked"}
 			}
+		}
+	}
+	if p := os.Getenv("LETHE_RECORD_BACKUP"); p != "" {
+		data, err := json.Marshal(in.Backup)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			return err
 		}
 	}
 	line := r.name + "\t" + it.GroupResource() + "/" + it.Namespace + "/" + it.Name + "\n"

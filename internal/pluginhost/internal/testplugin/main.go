@@ -14,9 +14,17 @@
 //     -state/setsid.pid.
 //   - "spawn-orphan": a shell that starts "sleep 300" in the background and
 //     exits, so the sleep loses its parent; its pid in -state/orphan.pid.
+//   - "daemon", "daemon-hang", "daemon-crash", "daemon-exit": double-forks a
+//     daemon that ignores SIGTERM (a child in a session of its own starts
+//     it and exits), appends its pid to -state/daemon.pid, then succeeds,
+//     hangs, exits with 4, or exits with 0 (the SDK's cleanup skipped).
 //   - "log": logs a warning.
 //   - "blocked", "skip", "fail": the matching outcome.
 //   - anything else: done.
+//
+// -handshake prints that line as its go-plugin handshake, "{dir}" replaced
+// with its socket folder, then waits to be killed; with -symlink it first
+// makes {dir}/link a symlink to that path.
 //
 // -tls misbehaves in the handshake: "own" serves TLS with a certificate of
 // its own instead of the one the host sent; "line" reads the host's TLS
@@ -25,6 +33,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -40,6 +49,7 @@ import (
 	"math/big"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,7 +76,47 @@ func main() {
 	raw := flag.String("raw", "", "serve these comma-separated names without the SDK's checks, and without TLS")
 	version := flag.String("version", "v0.0.1-test", "version to report")
 	onExit := flag.String("on-exit", "", "create this file once Serve returns (proves deferred code runs)")
+	handshake := flag.String("handshake", "", "print this handshake line ({dir}: the socket folder), then wait")
+	symlink := flag.String("symlink", "", "with -handshake: make {dir}/link a symlink to this path first")
+	daemon := flag.Bool("daemon", false, "be the daemon: ignore SIGTERM and sleep")
+	forkDaemon := flag.String("fork-daemon", "", "start a daemon, append its pid to this file, and exit")
+	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM and SIGPIPE (with -raw)")
+	daemonAtStart := flag.String("daemon-at-start", "", "with -raw: double-fork a daemon at start, its pid appended to this file")
 	flag.Parse()
+	switch {
+	case *daemon:
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ready")
+		time.Sleep(time.Hour)
+		return
+	case *forkDaemon != "":
+		if err := startDaemon(*forkDaemon); err != nil {
+			fmt.Fprintln(stderr, err)
+			os.Exit(1)
+		}
+		return
+	case *handshake != "":
+		dir := os.Getenv("PLUGIN_UNIX_SOCKET_DIR")
+		if *symlink != "" {
+			if err := os.Symlink(*symlink, filepath.Join(dir, "link")); err != nil {
+				fmt.Fprintln(stderr, err)
+				os.Exit(1)
+			}
+		}
+		fmt.Println(strings.ReplaceAll(*handshake, "{dir}", dir))
+		time.Sleep(time.Hour)
+		return
+	}
+	if *ignoreTerm {
+		// SIGPIPE too: a write to the dead host's pipes must not end it.
+		signal.Ignore(syscall.SIGTERM, syscall.SIGPIPE)
+	}
+	if *daemonAtStart != "" {
+		if err := doubleFork(*daemonAtStart); err != nil {
+			fmt.Fprintln(stderr, err)
+			os.Exit(1)
+		}
+	}
 	if *onExit != "" {
 		defer func() { _ = os.WriteFile(*onExit, nil, 0o644) }()
 	}
@@ -216,6 +266,18 @@ func (a *action) Execute(ctx context.Context, in *plugin.DeleteItemActionInput) 
 		pidFile := filepath.Join(a.state, "orphan.pid")
 		cmd := exec.Command("sh", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > "$1"`, "sh", pidFile)
 		return cmd.Run()
+	case "daemon", "daemon-hang", "daemon-crash", "daemon-exit":
+		if err := doubleFork(filepath.Join(a.state, "daemon.pid")); err != nil {
+			return err
+		}
+		switch in.Item.Name {
+		case "daemon-hang":
+			select {}
+		case "daemon-crash":
+			os.Exit(4)
+		case "daemon-exit":
+			os.Exit(0)
+		}
 	case "log":
 		plugin.Logger(ctx).Warn("hello from the plugin", "item", in.Item.Name)
 	case "blocked":
@@ -226,4 +288,46 @@ func (a *action) Execute(ctx context.Context, in *plugin.DeleteItemActionInput) 
 		return errors.New("failed on purpose")
 	}
 	return nil
+}
+
+// doubleFork starts a child in a session of its own, which starts the
+// daemon and exits: the daemon loses its parent, as a daemonising program's
+// does. The daemon's pid is appended to pidFile.
+func doubleFork(pidFile string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, "-fork-daemon="+pidFile)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Stderr = stderr
+	return cmd.Run()
+}
+
+// startDaemon starts the daemon and appends its pid to pidFile, without
+// waiting for it.
+func startDaemon(pidFile string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, "-daemon")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	// Once it ignores SIGTERM.
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		return fmt.Errorf("the daemon did not start: %w", err)
+	}
+	f, err := os.OpenFile(pidFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintln(f, cmd.Process.Pid)
+	return err
 }

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/sirupsen/logrus v1.9.3
 	github.com/vmware-tanzu/velero v1.18.1
+	k8s.io/apimachinery v0.33.11
 )
 
 require (
@@ -67,7 +68,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.33.11 // indirect
 	k8s.io/apiextensions-apiserver v0.33.11 // indirect
-	k8s.io/apimachinery v0.33.11 // indirect
 	k8s.io/client-go v0.33.11 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff // indirect

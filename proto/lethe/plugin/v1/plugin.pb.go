@@ -631,15 +631,25 @@ func (x *ExecuteStart) GetBackup() *Backup {
 
 // Backup is the backup whose items are being deleted.
 type Backup struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Uid         string                 `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
-	Labels      map[string]string      `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Annotations map[string]string      `protobuf:"bytes,4,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	CreatedAt   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	ExpiresAt   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// uid is Lethe's own identity of the backup: its catalog record's UID.
+	Uid         string            `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	Labels      map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Annotations map[string]string `protobuf:"bytes,4,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// created_at is when Lethe registered the backup (its catalog record's
+	// creation time): for a backup imported by a sync, the sync's time.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// storage_location is where the backup's tarball lives (a URL).
 	StorageLocation string `protobuf:"bytes,7,opt,name=storage_location,json=storageLocation,proto3" json:"storage_location,omitempty"`
+	// source_uid is the backup's identity in the system that took it:
+	// Velero's metadata.uid, from velero-backup.json. Empty when Lethe
+	// registered the backup itself.
+	SourceUid string `protobuf:"bytes,8,opt,name=source_uid,json=sourceUid,proto3" json:"source_uid,omitempty"`
+	// source_created_at is when the system that took the backup created
+	// it: Velero's metadata.creationTimestamp. Unset when unknown.
+	SourceCreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=source_created_at,json=sourceCreatedAt,proto3" json:"source_created_at,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -721,6 +731,20 @@ func (x *Backup) GetStorageLocation() string {
 		return x.StorageLocation
 	}
 	return ""
+}
+
+func (x *Backup) GetSourceUid() string {
+	if x != nil {
+		return x.SourceUid
+	}
+	return ""
+}
+
+func (x *Backup) GetSourceCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SourceCreatedAt
+	}
+	return nil
 }
 
 // ItemBatch carries items to execute.
@@ -1074,7 +1098,7 @@ const file_lethe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x03msg\"W\n" +
 	"\fExecuteStart\x12\x16\n" +
 	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12/\n" +
-	"\x06backup\x18\x02 \x01(\v2\x17.lethe.plugin.v1.BackupR\x06backup\"\xd3\x03\n" +
+	"\x06backup\x18\x02 \x01(\v2\x17.lethe.plugin.v1.BackupR\x06backup\"\xba\x04\n" +
 	"\x06Backup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12;\n" +
@@ -1084,7 +1108,10 @@ const file_lethe_plugin_v1_plugin_proto_rawDesc = "" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12)\n" +
-	"\x10storage_location\x18\a \x01(\tR\x0fstorageLocation\x1a9\n" +
+	"\x10storage_location\x18\a \x01(\tR\x0fstorageLocation\x12\x1d\n" +
+	"\n" +
+	"source_uid\x18\b \x01(\tR\tsourceUid\x12F\n" +
+	"\x11source_created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0fsourceCreatedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -1178,21 +1205,22 @@ var file_lethe_plugin_v1_plugin_proto_depIdxs = []int32{
 	17, // 8: lethe.plugin.v1.Backup.annotations:type_name -> lethe.plugin.v1.Backup.AnnotationsEntry
 	18, // 9: lethe.plugin.v1.Backup.created_at:type_name -> google.protobuf.Timestamp
 	18, // 10: lethe.plugin.v1.Backup.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 11: lethe.plugin.v1.ItemBatch.items:type_name -> lethe.plugin.v1.Item
-	15, // 12: lethe.plugin.v1.ExecuteResponse.results:type_name -> lethe.plugin.v1.ItemResult
-	1,  // 13: lethe.plugin.v1.ItemResult.outcome:type_name -> lethe.plugin.v1.Outcome
-	19, // 14: lethe.plugin.v1.ItemResult.retry_after:type_name -> google.protobuf.Duration
-	2,  // 15: lethe.plugin.v1.PluginInfoService.ListPlugins:input_type -> lethe.plugin.v1.ListPluginsRequest
-	5,  // 16: lethe.plugin.v1.DeleteItemActionService.AppliesTo:input_type -> lethe.plugin.v1.AppliesToRequest
-	8,  // 17: lethe.plugin.v1.DeleteItemActionService.Execute:input_type -> lethe.plugin.v1.ExecuteRequest
-	3,  // 18: lethe.plugin.v1.PluginInfoService.ListPlugins:output_type -> lethe.plugin.v1.ListPluginsResponse
-	6,  // 19: lethe.plugin.v1.DeleteItemActionService.AppliesTo:output_type -> lethe.plugin.v1.AppliesToResponse
-	14, // 20: lethe.plugin.v1.DeleteItemActionService.Execute:output_type -> lethe.plugin.v1.ExecuteResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	18, // 11: lethe.plugin.v1.Backup.source_created_at:type_name -> google.protobuf.Timestamp
+	12, // 12: lethe.plugin.v1.ItemBatch.items:type_name -> lethe.plugin.v1.Item
+	15, // 13: lethe.plugin.v1.ExecuteResponse.results:type_name -> lethe.plugin.v1.ItemResult
+	1,  // 14: lethe.plugin.v1.ItemResult.outcome:type_name -> lethe.plugin.v1.Outcome
+	19, // 15: lethe.plugin.v1.ItemResult.retry_after:type_name -> google.protobuf.Duration
+	2,  // 16: lethe.plugin.v1.PluginInfoService.ListPlugins:input_type -> lethe.plugin.v1.ListPluginsRequest
+	5,  // 17: lethe.plugin.v1.DeleteItemActionService.AppliesTo:input_type -> lethe.plugin.v1.AppliesToRequest
+	8,  // 18: lethe.plugin.v1.DeleteItemActionService.Execute:input_type -> lethe.plugin.v1.ExecuteRequest
+	3,  // 19: lethe.plugin.v1.PluginInfoService.ListPlugins:output_type -> lethe.plugin.v1.ListPluginsResponse
+	6,  // 20: lethe.plugin.v1.DeleteItemActionService.AppliesTo:output_type -> lethe.plugin.v1.AppliesToResponse
+	14, // 21: lethe.plugin.v1.DeleteItemActionService.Execute:output_type -> lethe.plugin.v1.ExecuteResponse
+	19, // [19:22] is the sub-list for method output_type
+	16, // [16:19] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_lethe_plugin_v1_plugin_proto_init() }
