@@ -153,13 +153,15 @@ func (a *app) undelete(ctx context.Context, keys []catalog.Key, ignoreNotFound b
 		results = append(results, &undeleteResultView{Resource: k, Result: "undeleted"})
 	}
 	now := time.Now()
+	undeleted := map[catalog.Key]*catalog.Resource{}
 	for i, k := range todo {
 		var note string
 		if k.Kind == backup.Kind {
-			_, ttlCleared, err := deletion.Undelete(ctx, st, k.Name, now)
+			r, ttlCleared, err := deletion.Undelete(ctx, st, k.Name, now)
 			if err != nil {
 				return err
 			}
+			undeleted[k] = r
 			if ttlCleared {
 				note = "its TTL had expired, so it was removed: the backup no longer expires"
 			}
@@ -188,6 +190,7 @@ func (a *app) undelete(ctx context.Context, keys []catalog.Key, ignoreNotFound b
 			if r.Note != "" {
 				fmt.Fprintf(a.s.Out, "%s: %s\n", keyText(r.Resource), r.Note)
 			}
+			printRetentionHold(a, undeleted[r.Resource])
 		} else {
 			fmt.Fprintf(a.s.Out, "%s: not found (ignored)\n", keyText(r.Resource))
 		}
