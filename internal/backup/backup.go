@@ -248,7 +248,10 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 // ValidateName checks the name of an existing backup: a DNS subdomain, at
 // most 253 chars. New backups must also pass ValidateNewName.
 func ValidateName(name string) error {
-	if len(name) == 0 || len(name) > 253 || !nameRE.MatchString(name) {
+	if len(name) > 253 {
+		return fmt.Errorf("invalid backup name (%d characters): a name has at most 253", len(name))
+	}
+	if len(name) == 0 || !nameRE.MatchString(name) {
 		return fmt.Errorf("invalid backup name %q: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit", name)
 	}
 	return nil

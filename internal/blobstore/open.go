@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -32,7 +33,15 @@ type Config struct {
 	// (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, shared config files, ...).
 	AccessKeyID     string
 	SecretAccessKey string
+	// MustExist refuses a file:// directory that does not exist
+	// (ErrNotExist) instead of creating it: a misspelt location is not
+	// created by accident.
+	MustExist bool
 }
+
+// ErrNotExist: a file:// directory that does not exist, opened with
+// Config.MustExist.
+var ErrNotExist = errors.New("the directory does not exist")
 
 func (c *Config) validate() error {
 	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
@@ -70,7 +79,8 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 //
 //	file:///abs/dir
 //
-// The directory is created (mode 0700) if missing. Objects are written to a
+// The directory is created (mode 0700) if missing, unless
+// Config.MustExist. Objects are written to a
 // temporary file beside their final path and renamed into place; no ".attrs"
 // sidecar files are written.
 //
@@ -102,7 +112,7 @@ func OpenConfig(ctx context.Context, rawURL string, cfg *Config) (Store, error) 
 	}
 	switch u.Scheme {
 	case "file":
-		return openFile(u)
+		return openFile(u, cfg)
 	case "s3":
 		return openS3(ctx, u, cfg)
 	case "":
@@ -204,7 +214,7 @@ func redactEndpoint(v string) string {
 	return eu.String()
 }
 
-func openFile(u *url.URL) (Store, error) {
+func openFile(u *url.URL, cfg *Config) (Store, error) {
 	shown := redact(u)
 	switch {
 	case u.Opaque != "":
@@ -219,6 +229,13 @@ func openFile(u *url.URL) (Store, error) {
 		return nil, fmt.Errorf("blobstore: file URL %q needs an absolute directory", shown)
 	}
 	dir := filepath.Clean(u.Path)
+	if cfg.MustExist {
+		if fi, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("blobstore: %s: %w", shown, ErrNotExist)
+		} else if err == nil && !fi.IsDir() {
+			return nil, fmt.Errorf("blobstore: %s: not a directory", shown)
+		}
+	}
 	if err := os.MkdirAll(dir, fileDirMode); err != nil {
 		return nil, fmt.Errorf("blobstore: create store directory: %w", err)
 	}

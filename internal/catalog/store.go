@@ -218,4 +218,7 @@ type Counts interface {
 	CountByPhase(ctx context.Context, kind string) (map[Phase]int64, error)
 	// CountWork counts a queue's items by state at now.
 	CountWork(ctx context.Context, queue string) (WorkCounts, error)
+	// Kinds lists, sorted, every kind the catalog has ever held: those of
+	// its resources and of its audit log (a purged kind stays known).
+	Kinds(ctx context.Context) ([]string, error)
 }

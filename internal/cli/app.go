@@ -18,6 +18,7 @@ import (
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/retry"
+	"github.com/lethehq/lethe/internal/termtext"
 	"github.com/lethehq/lethe/pkg/plugin"
 )
 
@@ -97,7 +98,10 @@ func (a *app) storage(ctx context.Context) (blobstore.Store, error) {
 	if err := a.init(); err != nil {
 		return nil, err
 	}
-	b, err := blobstore.Open(ctx, a.g.storage)
+	b, err := blobstore.OpenConfig(ctx, a.g.storage, &blobstore.Config{MustExist: !a.g.storageDefault && !a.g.createStorage})
+	if errors.Is(err, blobstore.ErrNotExist) {
+		return nil, usageError{fmt.Errorf("--storage %s: the folder does not exist; check the path, or pass --create-storage to create it", termtext.Quote(a.g.storage))}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -131,12 +131,43 @@ func (p *collectorPruner) delete(ctx context.Context, k catalog.Key, dryRun bool
 	return err
 }
 
+// kindApplyReport is the kind of apply's report.
+const kindApplyReport = "ApplyReport"
+
+// applyReportView is apply -o json|yaml: one change per resource.
+type applyReportView struct {
+	DryRun  bool         `json:"dryRun"`
+	Changes []changeView `json:"changes"`
+}
+
+// changeView is what apply did to one resource.
+type changeView struct {
+	Resource        keyView       `json:"resource"`
+	Action          apply.Action  `json:"action"`
+	Source          string        `json:"source,omitempty"`
+	Bundle          string        `json:"bundle,omitempty"`
+	Member          string        `json:"member,omitempty"`
+	Phase           catalog.Phase `json:"phase,omitempty"`
+	ResourceVersion int64         `json:"resourceVersion,omitempty"`
+	DueAt           *time.Time    `json:"dueAt,omitempty"`
+	Reason          string        `json:"reason,omitempty"`
+}
+
+func newApplyReportView(res *apply.Result) applyReportView {
+	v := applyReportView{DryRun: res.DryRun, Changes: []changeView{}}
+	for _, c := range res.Changes {
+		v.Changes = append(v.Changes, changeView{
+			Resource: keyView{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, UID: c.UID},
+			Action:   c.Action, Source: c.Source, Bundle: c.Bundle, Member: c.Member, Phase: c.Phase,
+			ResourceVersion: c.ResourceVersion, DueAt: c.DueAt, Reason: c.Reason,
+		})
+	}
+	return v
+}
+
 func printApply(a *app, format string, res *apply.Result) error {
-	if format != "table" {
-		if res.Changes == nil {
-			res.Changes = []*apply.Change{}
-		}
-		return printStructured(a.s.Out, format, res)
+	if structured(format) {
+		return printObject(a.s.Out, format, kindApplyReport, newApplyReportView(res))
 	}
 	t := newTable(a.s.Out, "ACTION", "KIND", "NAMESPACE", "NAME", "DETAIL")
 	for _, c := range res.Changes {

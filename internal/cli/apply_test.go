@@ -24,10 +24,13 @@ func TestApplyCommand(t *testing.T) {
 
 	// The dry run and the real run print the same report, in one schema.
 	type report struct {
-		DryRun    bool `json:"dryRun"`
-		Resources []struct {
-			Kind, Namespace, Name, Action, Source string
-		} `json:"resources"`
+		Kind    string `json:"kind"`
+		DryRun  bool   `json:"dryRun"`
+		Changes []struct {
+			Resource struct{ Kind, Namespace, Name string }
+			Action   string
+			Source   string
+		} `json:"changes"`
 	}
 	var dry, real report
 	code, out, stderr := run(t, home, false, m, "apply", "-f", "-", "--dry-run", "-o", "json")
@@ -38,9 +41,12 @@ func TestApplyCommand(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &real))
 	assert.True(t, dry.DryRun)
 	assert.False(t, real.DryRun)
-	assert.Equal(t, dry.Resources, real.Resources)
-	assert.Equal(t, "created", real.Resources[0].Action)
-	assert.Equal(t, "stdin#1", real.Resources[0].Source)
+	assert.Equal(t, "ApplyReport", real.Kind)
+	assert.Equal(t, dry.Changes, real.Changes)
+	require.Len(t, real.Changes, 1)
+	assert.Equal(t, "created", real.Changes[0].Action)
+	assert.Equal(t, "stdin#1", real.Changes[0].Source)
+	assert.Equal(t, "orders", real.Changes[0].Resource.Name)
 
 	code, out, _ = run(t, home, false, m, "apply", "-f", "-")
 	require.Equal(t, 0, code)
@@ -76,7 +82,9 @@ references:
 
 	type doc struct {
 		Resource struct {
-			Name string `json:"name"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
 		} `json:"resource"`
 		References []struct {
 			Name        string `json:"name"`
@@ -88,7 +96,7 @@ references:
 	require.Equal(t, 0, code, stderr)
 	var d doc
 	require.NoError(t, json.Unmarshal([]byte(out), &d))
-	assert.Equal(t, "weekly", d.Resource.Name)
+	assert.Equal(t, "weekly", d.Resource.Metadata.Name)
 	require.Len(t, d.References, 2)
 	assert.False(t, d.References[0].Dangling)
 	assert.Equal(t, "Active", d.References[0].TargetPhase)

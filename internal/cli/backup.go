@@ -57,16 +57,22 @@ Labels follow Kubernetes' syntax. A gzip tarball is stored as
 backups/NAME/NAME.tar.gz, a zstd one as backups/NAME/NAME.tar.zst, whatever
 the file is called.`,
 		Example: `  lethe backup create nightly-0412 --from ./nightly-0412.tar.gz
-  lethe backup create weekly-17 --from weekly-17.tar.gz --ttl 30d --deletion-delay 24h -l team=db`,
+  lethe backup create weekly-17 --from weekly-17.tar.gz --ttl 30d --deletion-delay 24h --labels team=db,env=prod`,
 		Args: exactArgs(1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := registry.Request{Name: args[0], Labels: map[string]string{}, Annotations: map[string]string{}, Source: from}
 			for _, l := range labels {
-				k, v, ok := strings.Cut(l, "=")
-				if !ok || k == "" {
-					return usageError{fmt.Errorf("--label %q: use key=value", l)}
+				// A label value has no comma: a=b,c=d is two labels.
+				for pair := range strings.SplitSeq(l, ",") {
+					k, v, ok := strings.Cut(pair, "=")
+					if !ok || k == "" {
+						return usageError{fmt.Errorf("--labels %s: use key=value[,key=value...]", termtext.Quote(l))}
+					}
+					if _, dup := req.Labels[k]; dup {
+						return usageError{fmt.Errorf("--labels: label %s given twice", termtext.Quote(k))}
+					}
+					req.Labels[k] = v
 				}
-				req.Labels[k] = v
 			}
 			if err := registry.CheckInput(req.Name, req.Labels); err != nil {
 				return usageError{err}
@@ -96,7 +102,10 @@ the file is called.`,
 	c.Flags().StringVar(&from, "from", "", "the backup tarball (Velero layout, .tar.gz or .tar.zst)")
 	c.Flags().StringVar(&ttl, "ttl", "", "time to live, e.g. 720h or 30d; the daemon deletes the backup when it expires (leave out: never expires; 0 is refused)")
 	c.Flags().StringVar(&delay, "deletion-delay", "", "grace window before a requested deletion runs, e.g. 24h (sets the lethe.io/deletion-delay annotation)")
-	c.Flags().StringArrayVarP(&labels, "label", "l", nil, "label key=value in Kubernetes syntax (repeatable)")
+	// -l is -l/--selector wherever it appears; labels are --labels, as
+	// Velero's (a=b,c=d), or --label k=v.
+	c.Flags().StringArrayVar(&labels, "labels", nil, "labels to set, key=value[,key=value...] in Kubernetes syntax (repeatable)")
+	c.Flags().StringArrayVar(&labels, "label", nil, "one label key=value (repeatable); as --labels")
 	return c
 }
 
@@ -154,8 +163,10 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 	return nil
 }
 
-// backupView is the JSON and YAML shape of a backup.
+// backupView is a backup as the tables show it; its object (-o json|yaml)
+// is object().
 type backupView struct {
+	resource    *catalog.Resource
 	Kind        string                    `json:"kind"` // always "Backup"
 	Name        string                    `json:"name"`
 	UID         string                    `json:"uid"`
@@ -196,7 +207,7 @@ func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool
 		return nil, err
 	}
 	v := &backupView{
-		Kind: backup.Kind, Name: r.Name, UID: r.UID, Phase: r.Phase, Labels: r.Labels, Annotations: r.Annotations,
+		resource: r, Kind: backup.Kind, Name: r.Name, UID: r.UID, Phase: r.Phase, Labels: r.Labels, Annotations: r.Annotations,
 		CreatedAt: b.Created(), Spec: b.Spec, Status: b.Status, DueAt: r.DeletionDueAt,
 		DeletingAt: r.DeletionTimestamp, Finalizers: r.Finalizers, Conditions: r.Conditions,
 	}
@@ -285,6 +296,9 @@ func newBackupListCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		if err := checkSelector(selector); err != nil {
+			return err
+		}
 		rs, err := listAll(ctx, st, catalog.ListOptions{Kind: backup.Kind, LabelSelector: selector})
 		if err != nil {
 			return err
@@ -297,18 +311,19 @@ func newBackupListCmd(a *app) *cobra.Command {
 			}
 			views = append(views, v)
 		}
-		if *out != "table" {
-			if views == nil {
-				views = []*backupView{}
-			}
-			return printStructured(a.s.Out, *out, views)
+		if structured(*out) {
+			return printList(a.s.Out, *out, backup.Kind, backupObjects(views))
 		}
 		if len(views) == 0 {
 			fmt.Fprintln(a.s.Out, "No backups. Register one with: lethe backup create NAME --from FILE.tar.gz")
 			return nil
 		}
 		now := time.Now()
-		t := newTable(a.s.Out, "NAME", "PHASE", "ITEMS", "SIZE", "AGE", "EXPIRES")
+		headers := []string{"NAME", "PHASE", "ITEMS", "SIZE", "AGE", "EXPIRES"}
+		if *out == outWide {
+			headers = append(headers, "LABELS", "LOCATION")
+		}
+		t := newTable(a.s.Out, headers...)
 		for _, v := range views {
 			exp := "never"
 			if v.Spec.ExpiresAt != nil {
@@ -317,7 +332,11 @@ func newBackupListCmd(a *app) *cobra.Command {
 					exp = "expired " + human(now.Sub(*v.Spec.ExpiresAt)) + " ago"
 				}
 			}
-			t.row(termtext.Quote(v.Name), termtext.Quote(v.phaseText(now)), fmt.Sprint(v.Spec.Items), humanBytes(v.Spec.Size), human(now.Sub(v.CreatedAt)), exp)
+			row := []string{termtext.Quote(v.Name), termtext.Quote(v.phaseText(now)), fmt.Sprint(v.Spec.Items), humanBytes(v.Spec.Size), human(now.Sub(v.CreatedAt)), exp}
+			if *out == outWide {
+				row = append(row, dash(joinMap(v.Labels)), termtext.Quote(dash(v.Spec.StorageLocation)))
+			}
+			t.row(row...)
 		}
 		return t.flush()
 	}
@@ -360,8 +379,8 @@ func newBackupGetCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, v)
+		if structured(*out) {
+			return printObject(a.s.Out, *out, backup.Kind, v.object())
 		}
 		a.printBackup(v)
 		return nil

@@ -94,9 +94,9 @@ func TestErrorsAreOneLine(t *testing.T) {
 
 func TestGetDescribeAudit(t *testing.T) {
 	home, tarball := newHome(t)
-	code, _, stderr := run(t, home, false, "", "backup", "create", "b1", "--from", tarball, "-l", "team=db")
+	code, _, stderr := run(t, home, false, "", "backup", "create", "b1", "--from", tarball, "--labels", "team=db")
 	require.Equal(t, 0, code, stderr)
-	code, _, stderr = run(t, home, false, "", "backup", "create", "b2", "--from", tarball, "-l", "team=web", "--deletion-delay", "1h")
+	code, _, stderr = run(t, home, false, "", "backup", "create", "b2", "--from", tarball, "--label", "team=web", "--deletion-delay", "1h")
 	require.Equal(t, 0, code, stderr)
 	code, _, stderr = run(t, home, false, "", "backup", "delete", "b2", "--yes")
 	require.Equal(t, 0, code, stderr)
@@ -104,11 +104,18 @@ func TestGetDescribeAudit(t *testing.T) {
 	// get: any kind, by label, as JSON.
 	code, out, stderr := run(t, home, false, "", "get", "backups", "-l", "team=db", "-o", "json")
 	require.Equal(t, 0, code, stderr)
-	var list []map[string]any
+	var list struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Metadata  struct{ Name string }
+			Lifecycle struct{ Phase string }
+		}
+	}
 	require.NoError(t, json.Unmarshal([]byte(out), &list))
-	require.Len(t, list, 1)
-	require.Equal(t, "b1", list[0]["name"])
-	require.Equal(t, "Active", list[0]["phase"])
+	require.Equal(t, "BackupList", list.Kind)
+	require.Len(t, list.Items, 1)
+	require.Equal(t, "b1", list.Items[0].Metadata.Name)
+	require.Equal(t, "Active", list.Items[0].Lifecycle.Phase)
 
 	code, out, _ = run(t, home, false, "", "get", "Backup", "b2", "-o", "yaml")
 	require.Equal(t, 0, code)
@@ -125,10 +132,14 @@ func TestGetDescribeAudit(t *testing.T) {
 	// audit filters by kind and name, and since.
 	code, out, stderr = run(t, home, false, "", "audit", "--kind", "Backup", "--name", "b2", "--since", "1h", "-o", "json")
 	require.Equal(t, 0, code, stderr)
-	var entries []map[string]any
+	var entries struct {
+		Kind  string           `json:"kind"`
+		Items []map[string]any `json:"items"`
+	}
 	require.NoError(t, json.Unmarshal([]byte(out), &entries))
+	require.Equal(t, "AuditEntryList", entries.Kind)
 	var actions []string
-	for _, e := range entries {
+	for _, e := range entries.Items {
 		require.Equal(t, "AuditEntry", e["kind"])
 		res := e["resource"].(map[string]any)
 		require.Equal(t, "Backup", res["kind"])
@@ -148,15 +159,17 @@ func TestGetDescribeAudit(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &desc))
 	require.Equal(t, "Description", desc.Kind)
 	require.Equal(t, "Backup", desc.Resource["kind"])
-	require.Equal(t, "b2", desc.Resource["name"])
+	require.Equal(t, "b2", desc.Resource["metadata"].(map[string]any)["name"])
 	require.Len(t, desc.Audit, 2)
 	require.Equal(t, "AuditEntry", desc.Audit[0]["kind"])
 	code, out, stderr = run(t, home, false, "", "get", "backups", "-o", "json")
 	require.Equal(t, 0, code, stderr)
-	var got []map[string]any
+	var got struct {
+		Items []map[string]any `json:"items"`
+	}
 	require.NoError(t, json.Unmarshal([]byte(out), &got))
-	require.NotEmpty(t, got)
-	for _, g := range got {
+	require.NotEmpty(t, got.Items)
+	for _, g := range got.Items {
 		require.Equal(t, "Backup", g["kind"])
 	}
 

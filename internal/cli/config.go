@@ -2,19 +2,20 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/lethehq/lethe/internal/pluginhost"
 )
@@ -169,12 +170,12 @@ func applyConfig(root, cmd *cobra.Command, getenv func(string) string) error {
 	return nil
 }
 
-func setFlag(fs *pflag.FlagSet, f *pflag.Flag, vals []string) error {
+func setFlag(fs *pflag.FlagSet, f *pflag.Flag, cv configValue) error {
 	list := strings.HasSuffix(f.Value.Type(), "Array") || strings.HasSuffix(f.Value.Type(), "Slice")
-	if len(vals) != 1 && !list {
-		return fmt.Errorf("want one value, got a list of %d", len(vals))
+	if cv.list && !list {
+		return fmt.Errorf("want one value, got a list of %d", len(cv.vals))
 	}
-	for _, v := range vals {
+	for _, v := range cv.vals {
 		if err := fs.Set(f.Name, v); err != nil {
 			return fmt.Errorf("invalid value %q: %v", v, want(f.Value.Type(), err))
 		}
@@ -184,7 +185,7 @@ func setFlag(fs *pflag.FlagSet, f *pflag.Flag, vals []string) error {
 
 // checkForeign validates a setting of another command on a fresh flag of
 // the same type, so that a bad value is found whichever command runs.
-func checkForeign(root *cobra.Command, key string, vals []string) error {
+func checkForeign(root *cobra.Command, key string, vals configValue) error {
 	for _, c := range root.Commands() {
 		f := c.Flags().Lookup(key)
 		if f == nil {
@@ -233,55 +234,102 @@ func unwrapFlagError(err error) error {
 	return err
 }
 
-// parseConfig turns the YAML file into key → values (a scalar is one
-// value, a list its items, as strings).
-func parseConfig(b []byte) (map[string][]string, error) {
-	j, err := yaml.YAMLToJSON(b)
-	if err != nil {
-		return nil, fmt.Errorf("not valid YAML: %v", err)
+// configValue is one setting of the config file: its values (a scalar is
+// one, a list its items, as strings), whether it was written as a list,
+// and its line.
+type configValue struct {
+	vals []string
+	list bool
+	line int
+}
+
+// parseConfig turns the YAML file into key → value, strictly, as
+// manifests are read: valid UTF-8, one document, one mapping of settings,
+// each key once, each value a scalar or a list of scalars. An error names
+// the key (or the line) at fault.
+func parseConfig(b []byte) (map[string]configValue, error) {
+	if !utf8.Valid(b) {
+		i := 0
+		for i < len(b) {
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n == 1 {
+				break
+			}
+			i += n
+		}
+		return nil, fmt.Errorf("line %d: not valid UTF-8", bytes.Count(b[:i], []byte("\n"))+1)
 	}
-	out := map[string][]string{}
-	if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var doc yaml.Node
+	out := map[string]configValue{}
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 		return out, nil // empty file
+	} else if err != nil {
+		return nil, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return nil, fmt.Errorf("line %d: a second document (after ---): the config file is one mapping of settings", line)
+	} else if !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return out, nil
+	}
+	m := doc.Content[0]
+	if m.Kind == yaml.ScalarNode && m.Tag == "!!null" {
+		return out, nil // only comments
+	}
+	if m.Kind != yaml.MappingNode {
 		return nil, errors.New("want a mapping of settings, e.g. `store: postgres://...`")
 	}
-	for k, v := range m {
-		switch v := v.(type) {
-		case []any:
-			for _, item := range v {
-				s, err := scalar(k, item)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		kn, vn := m.Content[i], m.Content[i+1]
+		if kn.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("line %d: a key must be a flag name", kn.Line)
+		}
+		k := kn.Value
+		if prev, ok := out[k]; ok {
+			return nil, fmt.Errorf("%s: given twice (lines %d and %d); keep one", k, prev.line, kn.Line)
+		}
+		v := configValue{line: kn.Line}
+		switch vn.Kind {
+		case yaml.SequenceNode:
+			v.list = true
+			for _, item := range vn.Content {
+				s, err := configScalar(k, item)
 				if err != nil {
 					return nil, err
 				}
-				out[k] = append(out[k], s)
+				v.vals = append(v.vals, s)
 			}
+		case yaml.AliasNode:
+			return nil, fmt.Errorf("%s: an alias (*name) is not a setting; write the value", k)
 		default:
-			s, err := scalar(k, v)
+			s, err := configScalar(k, vn)
 			if err != nil {
 				return nil, err
 			}
-			out[k] = []string{s}
+			v.vals = []string{s}
 		}
+		out[k] = v
 	}
 	return out, nil
 }
 
-func scalar(k string, v any) (string, error) {
-	switch v := v.(type) {
-	case string:
-		return v, nil
-	case json.Number:
-		return v.String(), nil
-	case bool:
-		return fmt.Sprint(v), nil
-	case nil:
-		return "", fmt.Errorf("%s: empty value", k)
-	default:
+// configScalar is the string of a scalar value.
+func configScalar(k string, n *yaml.Node) (string, error) {
+	switch {
+	case n.Kind == yaml.MappingNode:
 		return "", fmt.Errorf("%s: want a value or a list of values, not a mapping", k)
+	case n.Kind != yaml.ScalarNode:
+		return "", fmt.Errorf("%s: want a value or a list of values", k)
+	case n.Tag == "!!null":
+		return "", fmt.Errorf("%s: empty value", k)
 	}
+	return n.Value, nil
 }

@@ -70,6 +70,14 @@ func TestConfigFileIsValidated(t *testing.T) {
 		{"store:\n  x: y\n", "not a mapping"},
 		{"- a\n- b\n", "want a mapping of settings"},
 		{"a: [\n", "not valid YAML"},
+		// Strict as manifests are read (issue 26 point 7).
+		{"log-format: json\nlog-level: info\nlog-format: text\n", "log-format: given twice (lines 1 and 3)"},
+		{"log-level: [info]\n", "log-level: want one value, got a list of 1"},
+		{"log-format: json\n---\nlog-level: info\n", "line 3: a second document"},
+		{"log-format: json\nlog-level: inf\xff\n", "line 2: not valid UTF-8"},
+		{"require-plugin-lock: yes\n", `require-plugin-lock: invalid value "yes": want true or false`},
+		{"log-level: &l info\nlog-format: *l\n", "log-format: an alias"},
+		{"? [a]\n: b\n", "line 1: a key must be a flag name"},
 	} {
 		p := filepath.Join(dir, "c.yaml")
 		require.NoError(t, os.WriteFile(p, []byte(tc.body), 0o600))

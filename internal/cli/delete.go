@@ -152,8 +152,11 @@ plugin is installed, or live resources hold block references to the backup
 		}
 		if len(names) == 0 {
 			fmt.Fprintln(a.s.Err, "No backup matches; nothing deleted.")
-			if *out != "table" {
-				return printStructured(a.s.Out, *out, listView{Kind: kindList, Items: []any{}})
+			if structured(*out) && dryRun {
+				return printList(a.s.Out, *out, kindDeletionPlan, []planView{})
+			}
+			if structured(*out) {
+				return printList(a.s.Out, *out, kindDeletionReport, []*reportView{})
 			}
 			return nil
 		}
@@ -212,8 +215,8 @@ plugin is installed, or live resources hold block references to the backup
 				if err != nil {
 					return err
 				}
-				if *out != "table" {
-					return printStructured(a.s.Out, *out, planView{Kind: kindDeletionPlan, Plan: plan, Cascade: cascadePlan})
+				if structured(*out) {
+					return printObject(a.s.Out, *out, kindDeletionPlan, planView{Kind: kindDeletionPlan, Plan: plan, Cascade: cascadePlan})
 				}
 				a.printPlan(plan)
 				if cascadePlan != nil {
@@ -253,8 +256,8 @@ plugin is installed, or live resources hold block references to the backup
 		if err != nil {
 			return deleteError(err)
 		}
-		if *out != "table" {
-			if err := printStructured(a.s.Out, *out, newReportView(rep)); err != nil {
+		if structured(*out) {
+			if err := printObject(a.s.Out, *out, kindDeletionReport, newReportView(rep)); err != nil {
 				return err
 			}
 		} else {
@@ -555,37 +558,5 @@ func (p *progress) finish() {
 	defer p.mu.Unlock()
 	if p.bar != nil {
 		_ = p.bar.Finish()
-	}
-}
-
-func newBackupUndeleteCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "undelete NAME",
-		Short: "Cancel a scheduled deletion while its grace window is open",
-		Long: `Undelete returns a backup whose deletion is Scheduled to Active. It works
-until the grace window ends, across restarts. Once a deletion is running
-(Deleting), plugins have acted and it can no longer be undone.`,
-		Example: `  lethe backup undelete nightly-0412`,
-		Args:    exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := backup.ValidateName(args[0]); err != nil {
-				return usageError{err}
-			}
-			ctx := cmd.Context()
-			st, err := a.catalog(ctx)
-			if err != nil {
-				return err
-			}
-			r, ttlCleared, err := deletion.Undelete(ctx, st, args[0], time.Now())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.s.Out, "backup %s: scheduled deletion cancelled; it is Active again\n", termtext.Quote(args[0]))
-			if ttlCleared {
-				fmt.Fprintf(a.s.Out, "Its TTL had expired, so it was removed: the backup no longer expires.\n")
-			}
-			printRetentionHold(a, r)
-			return nil
-		},
 	}
 }

@@ -19,7 +19,6 @@ import (
 const (
 	kindDeletionReport = "DeletionReport"
 	kindDeletionPlan   = "DeletionPlan"
-	kindList           = "List"
 )
 
 // reportView is the JSON and YAML shape of a deletion's report: camelCase,
@@ -70,12 +69,6 @@ type planView struct {
 	// Cascade is what the backup's deletion does to its dependents and
 	// referrers (the garbage collector's plan), when it has any.
 	Cascade *gc.Plan `json:"cascade,omitempty"`
-}
-
-// listView is a list of results, with its kind.
-type listView struct {
-	Kind  string `json:"kind"`
-	Items []any  `json:"items"`
 }
 
 // deleteTargets resolves the backups a delete names: NAMEs (each must
@@ -157,12 +150,12 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		}
 	}
 	if dryRun {
-		if out != "table" {
-			l := listView{Kind: kindList, Items: []any{}}
+		if structured(out) {
+			l := []planView{}
 			for _, p := range plans {
-				l.Items = append(l.Items, planView{Kind: kindDeletionPlan, Plan: p})
+				l = append(l, planView{Kind: kindDeletionPlan, Plan: p})
 			}
-			return printStructured(a.s.Out, out, l)
+			return printList(a.s.Out, out, kindDeletionPlan, l)
 		}
 		for i, p := range plans {
 			if i > 0 {
@@ -194,7 +187,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 	var errs []error
 	var waiting []string
 	incomplete := false
-	l := listView{Kind: kindList, Items: []any{}}
+	l := []*reportView{}
 	for i, n := range names {
 		var items int64
 		if plans != nil {
@@ -210,15 +203,15 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 				return err
 			}
 			errs = append(errs, fmt.Errorf("backup %s: %w", termtext.Quote(n), deleteError(err)))
-			if out != "table" {
-				l.Items = append(l.Items, &reportView{Kind: kindDeletionReport, Backup: n, Error: err.Error()})
+			if structured(out) {
+				l = append(l, &reportView{Kind: kindDeletionReport, Backup: n, Error: err.Error()})
 			} else {
 				fmt.Fprintf(a.s.Err, "backup %s: %s\n", termtext.Quote(n), termtext.Quote(err.Error()))
 			}
 			continue
 		}
-		if out != "table" {
-			l.Items = append(l.Items, newReportView(rep))
+		if structured(out) {
+			l = append(l, newReportView(rep))
 		} else {
 			a.printReport(rep)
 		}
@@ -230,7 +223,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 	// Those waiting on their cascade: the collector runs here, as for
 	// one backup (--wait).
 	for _, n := range waiting {
-		if opts.Async || out != "table" {
+		if opts.Async || structured(out) {
 			break
 		}
 		err := a.driveBackup(ctx, n, out)
@@ -240,8 +233,8 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 			return err
 		}
 	}
-	if out != "table" {
-		if err := printStructured(a.s.Out, out, l); err != nil {
+	if structured(out) {
+		if err := printList(a.s.Out, out, kindDeletionReport, l); err != nil {
 			return err
 		}
 	}

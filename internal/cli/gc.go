@@ -96,7 +96,8 @@ func resourceKey(kind, name, ns string) (catalog.Key, error) {
 	if kind == "" || name == "" {
 		return catalog.Key{}, usageError{errors.New("KIND and NAME must not be empty")}
 	}
-	return catalog.Key{Kind: kindName(kind), Namespace: ns, Name: name}, nil
+	k := catalog.Key{Kind: kindName(kind), Namespace: ns, Name: name}
+	return k, validateKey(k)
 }
 
 func newDeleteCmd(a *app) *cobra.Command {
@@ -199,6 +200,9 @@ block reference from outside the set changes nothing.`,
 		if err != nil {
 			return err
 		}
+		if k.Kind, err = a.kindOf(cmd.Context(), k.Kind); err != nil {
+			return err
+		}
 		ctx := cmd.Context()
 		if k.Kind == backup.Kind {
 			return a.deleteBackup(cmd, k, prop, backupFlags{dryRun: dryRun, yes: yes, wait: wait, force: force, noPlugins: noPlugins}, *out)
@@ -286,8 +290,8 @@ func (a *app) driveGC(ctx context.Context, col *gc.Collector, k catalog.Key, uid
 		if err != nil {
 			return err
 		}
-		if out != "table" {
-			if err := printStructured(a.s.Out, out, map[string]any{"resource": k, "result": "stuck", "explanation": e}); err != nil {
+		if structured(out) {
+			if err := printObject(a.s.Out, out, kindDeletionResult, deletionResultView{Resource: k, Result: "stuck", Explanation: e}); err != nil {
 				return err
 			}
 		} else {
@@ -302,12 +306,8 @@ func (a *app) driveGC(ctx context.Context, col *gc.Collector, k catalog.Key, uid
 }
 
 func (a *app) gcResult(k catalog.Key, result, note, out string) error {
-	if out != "table" {
-		m := map[string]any{"resource": k, "result": result}
-		if note != "" {
-			m["note"] = note
-		}
-		return printStructured(a.s.Out, out, m)
+	if structured(out) {
+		return printObject(a.s.Out, out, kindDeletionResult, deletionResultView{Resource: k, Result: result, Note: note})
 	}
 	line := keyText(k) + ": " + result
 	if note != "" {
@@ -331,8 +331,8 @@ func planSummary(p *gc.Plan) string {
 }
 
 func (a *app) printGCPlan(p *gc.Plan, out string) error {
-	if out != "table" {
-		return printStructured(a.s.Out, out, p)
+	if structured(out) {
+		return printObject(a.s.Out, out, kindCascadePlan, p)
 	}
 	fmt.Fprintf(a.s.Out, "Deleting %s (%s) would: %s. Nothing was changed.\n\n", keyText(p.Root), p.Propagation, planSummary(p))
 	t := newTable(a.s.Out, "ACTION", "RESOURCE", "PHASE", "PLUGINS", "WHY")
@@ -358,8 +358,10 @@ not finished with it, user finalizers. A branch marked [stuck] waits on
 something that is not itself being deleted (an Active referrer, a finalizer
 nobody removes, a plugin that keeps blocking, a cycle).
 
--o json has a stable schema: {"resource": {"kind","namespace","name"},
-"phase", "reason", "finalizers", "stuck", "waitingFor": [ ...same shape... ]}.`,
+-o json has a stable schema (docs/output.md): {"apiVersion": "lethe.io/v1",
+"kind": "Explanation", "resource": {"kind","namespace","name"}, "phase",
+"reason", "finalizers", "stuck", "retries", "waitingFor": [ ...the same
+shape, without apiVersion and kind... ]}.`,
 		Example: `  lethe explain Volume c -n prod
   lethe explain Schedule nightly -n prod -o json`,
 		Args: exactArgs(2, "KIND and NAME"),
@@ -372,6 +374,9 @@ nobody removes, a plugin that keeps blocking, a cycle).
 		}
 		k, err := resourceKey(args[0], args[1], ns)
 		if err != nil {
+			return err
+		}
+		if k.Kind, err = a.kindOf(cmd.Context(), k.Kind); err != nil {
 			return err
 		}
 		st, err := a.catalog(cmd.Context())
@@ -392,8 +397,8 @@ nobody removes, a plugin that keeps blocking, a cycle).
 		if err != nil {
 			return gcError(err)
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, e)
+		if structured(*out) {
+			return printObject(a.s.Out, *out, kindExplanation, e)
 		}
 		return gc.WriteTree(a.s.Out, e)
 	}
@@ -417,19 +422,36 @@ finalizer, a Lethe finalizer), 4 no such resource.`,
 		Args:    exactArgs(3, "KIND, NAME and FINALIZER"),
 	}
 	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
+	ignoreNotFound := c.Flags().Bool("ignore-not-found", false, "a resource that does not exist, or was purged, is not an error")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		k, err := resourceKey(args[0], args[1], ns)
 		if err != nil {
+			return err
+		}
+		if k.Kind, err = a.kindOf(cmd.Context(), k.Kind); err != nil {
 			return err
 		}
 		st, err := a.catalog(cmd.Context())
 		if err != nil {
 			return err
 		}
+		// Missing and purged are said as get says them.
+		if _, err := getResource(cmd.Context(), st, k); err != nil {
+			var nf *backup.NotFoundError
+			if *ignoreNotFound && errors.As(err, &nf) {
+				fmt.Fprintf(a.s.Out, "%s: not found (ignored)\n", keyText(k))
+				return nil
+			}
+			return err
+		}
 		err = gc.Finalize(cmd.Context(), st, k, args[2])
 		var fe *gc.FinalizeError
 		if errors.As(err, &fe) {
 			return usageError{err}
+		}
+		if *ignoreNotFound && errors.Is(err, catalog.ErrNotFound) {
+			fmt.Fprintf(a.s.Out, "%s: not found (ignored)\n", keyText(k))
+			return nil
 		}
 		if err != nil {
 			return gcError(err)

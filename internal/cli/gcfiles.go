@@ -21,6 +21,27 @@ type fileDeleteResult struct {
 	Note     string      `json:"note,omitempty"`
 }
 
+// filePlansView is delete -f --dry-run -o json|yaml: a CascadePlanList,
+// with done, the resources a previous run already purged (resumed).
+type filePlansView struct {
+	Items []object `json:"items"`
+	Done  []object `json:"done,omitempty"`
+}
+
+func (a *app) printFilePlans(out string, plans []*gc.Plan, done []*fileDeleteResult) error {
+	items, err := toObjects(kindCascadePlan, plans)
+	if err != nil {
+		return err
+	}
+	v := filePlansView{Items: items}
+	if len(done) > 0 {
+		if v.Done, err = toObjects(kindDeletionResult, done); err != nil {
+			return err
+		}
+	}
+	return printObject(a.s.Out, out, kindCascadePlan+"List", v)
+}
+
 // deleteFiles is 'lethe delete -f': every resource the manifests name,
 // last document first, through the collector with the same options. All
 // are checked (the files, existence, block references from outside the
@@ -90,15 +111,11 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 				done = append(done, r)
 			}
 		}
-		if out != "table" {
-			m := map[string]any{"plans": plans}
-			if len(done) > 0 {
-				m["done"] = done
-			}
-			return printStructured(a.s.Out, out, m)
+		if structured(out) {
+			return a.printFilePlans(out, plans, done)
 		}
 		for _, r := range done {
-			fmt.Fprintf(a.s.Out, "%s: %s\n\n", r.Resource, r.Note)
+			fmt.Fprintf(a.s.Out, "%s: %s\n\n", keyText(r.Resource), termtext.Quote(r.Note))
 		}
 		for i, p := range plans {
 			if i > 0 {
@@ -182,8 +199,8 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 	for _, k := range keys {
 		list = append(list, results[k])
 	}
-	if out != "table" {
-		if err := printStructured(a.s.Out, out, map[string]any{"results": list}); err != nil {
+	if structured(out) {
+		if err := printList(a.s.Out, out, kindDeletionResult, list); err != nil {
 			return err
 		}
 	} else {

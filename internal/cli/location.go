@@ -105,8 +105,8 @@ func newLocationGetCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *out != "table" && len(views) == 1 {
-			return printStructured(a.s.Out, *out, views[0])
+		if structured(*out) && len(views) == 1 {
+			return printObject(a.s.Out, *out, "BackupStorageLocation", views[0])
 		}
 		return a.printLocations(*out, views)
 	}
@@ -164,11 +164,11 @@ func (a *app) locationViews(ctx context.Context, set storageloc.Set) ([]*locatio
 }
 
 func (a *app) printLocations(out string, views []*locationView) error {
-	if out != "table" {
+	if structured(out) {
 		if views == nil {
 			views = []*locationView{}
 		}
-		return printStructured(a.s.Out, out, views)
+		return printList(a.s.Out, out, "BackupStorageLocation", views)
 	}
 	t := newTable(a.s.Out, "NAME", "PHASE", "URL", "ACCESS", "DEFAULT", "BACKUPS", "LAST SYNCED", "ERROR")
 	for _, v := range views {

@@ -13,27 +13,11 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/termtext"
 )
-
-// outputFlag adds -o/--output to a command that prints things.
-func outputFlag(c *cobra.Command, def string) *string {
-	o := new(string)
-	c.Flags().StringVarP(o, "output", "o", def, "output format: table, json or yaml")
-	return o
-}
-
-func checkOutput(o string) error {
-	switch o {
-	case "table", "json", "yaml":
-		return nil
-	}
-	return usageError{fmt.Errorf("--output %q: use table, json or yaml", o)}
-}
 
 // printStructured writes v as JSON or YAML. Neither carries a raw
 // control or bidi character: encoding/json escapes the C0 controls but

@@ -93,8 +93,8 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 				}
 			}
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, views)
+		if structured(*out) {
+			return printList(a.s.Out, *out, "LockEntry", views)
 		}
 		t := newTable(a.s.Out, "BINARY", "SHA256", "CHANGE")
 		for _, v := range views {
@@ -197,8 +197,8 @@ resource) and gets a warning on stderr.`,
 		if len(problems) > 0 {
 			refused = fmt.Errorf("%d plugin binaries refused or failed to start (listed above); their plugins are not loaded", len(problems))
 		}
-		if *out != "table" {
-			if err := printStructured(a.s.Out, *out, views); err != nil {
+		if structured(*out) {
+			if err := printList(a.s.Out, *out, "Plugin", views); err != nil {
 				return err
 			}
 			return refused

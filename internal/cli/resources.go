@@ -15,17 +15,6 @@ import (
 	"github.com/lethehq/lethe/internal/termtext"
 )
 
-// kindName turns what a user types ("backups", "backup", "Backup") into a
-// catalog kind. Unknown kinds are taken as typed, so user-defined kinds
-// work.
-func kindName(s string) string {
-	switch strings.ToLower(s) {
-	case "backup", "backups":
-		return backup.Kind
-	}
-	return s
-}
-
 func newGetCmd(a *app) *cobra.Command {
 	var ns, selector string
 	c := &cobra.Command{
@@ -33,10 +22,23 @@ func newGetCmd(a *app) *cobra.Command {
 		Short: "List resources of any kind in the catalog, or show one",
 		Long: `Get lists the catalog's resources of one kind (Backup, or any user-defined
 kind), with their lifecycle phase. With NAME it shows that one resource in
-full (-o yaml or json for everything, including spec and status).`,
+full (-o yaml or json for everything, including spec and status).
+
+KIND is resolved as kubectl resolves a resource type: in any case, singular
+or plural (Database, databases), and Lethe's own kinds by their short names
+(backup, backups, bk; bundle, bundles). A kind the catalog has never held
+exits 4 with the nearest known name.
+
+-o yaml prints a manifest (apiVersion lethe.io/v1, kind, metadata, spec,
+status, and Lethe's read-only lifecycle) that 'lethe apply -f -' takes back
+unchanged; a list is a <Kind>List. -o name, -o wide and -o jsonpath=...
+work as kubectl's (docs/output.md).`,
 		Example: `  lethe get backups
   lethe get backups -l team=db -o json
-  lethe get Backup nightly-0412 -o yaml`,
+  lethe get Backup nightly-0412 -o yaml
+  lethe get databases -o name
+  lethe get Database orders -n shop -o yaml | lethe apply -f -
+  lethe get bk -o jsonpath='{.items[*].metadata.name}'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
 				return usageError{fmt.Errorf("%s needs KIND and at most one NAME", cmd.CommandPath())}
@@ -56,13 +58,21 @@ full (-o yaml or json for everything, including spec and status).`,
 		if err != nil {
 			return err
 		}
-		kind := kindName(args[0])
-		var items []*catalog.Resource
-		if len(args) == 2 && kind == backup.Kind {
-			if err := backup.ValidateName(args[1]); err != nil {
-				return usageError{err}
-			}
+		name := "x" // listing: only the namespace is checked
+		if len(args) == 2 {
+			name = args[1]
 		}
+		if err := validateKey(catalog.Key{Kind: kindName(args[0]), Namespace: ns, Name: name}); err != nil {
+			return err
+		}
+		if err := checkSelector(selector); err != nil {
+			return err
+		}
+		kind, err := resolveKind(ctx, st, args[0])
+		if err != nil {
+			return err
+		}
+		var items []*catalog.Resource
 		if len(args) == 2 {
 			r, err := getResource(ctx, st, catalog.Key{Kind: kind, Namespace: ns, Name: args[1]})
 			if err != nil {
@@ -74,28 +84,72 @@ full (-o yaml or json for everything, including spec and status).`,
 				return err
 			}
 		}
-		if *out != "table" {
-			if len(args) == 2 {
-				return printStructured(a.s.Out, *out, items[0])
-			}
-			if items == nil {
-				items = []*catalog.Resource{}
-			}
-			return printStructured(a.s.Out, *out, items)
+		if structured(*out) {
+			return a.printResources(ctx, *out, kind, items, len(args) == 2)
 		}
 		if len(items) == 0 {
 			fmt.Fprintf(a.s.Out, "No %s resources.\n", termtext.Quote(kind))
 			return nil
 		}
 		now := time.Now()
-		t := newTable(a.s.Out, "NAMESPACE", "NAME", "PHASE", "OWNERS", "FINALIZERS", "AGE")
+		headers := []string{"NAMESPACE", "NAME", "PHASE", "OWNERS", "FINALIZERS", "AGE"}
+		if *out == outWide {
+			headers = append(headers, "UID", "VERSION", "LABELS")
+		}
+		t := newTable(a.s.Out, headers...)
 		for _, r := range items {
-			t.row(termtext.Quote(dash(r.Namespace)), termtext.Quote(r.Name), termtext.Quote(string(r.Phase)+blockingConditions(r.Conditions)), fmt.Sprint(len(r.Owners)),
-				dash(strings.Join(quoteAll(r.Finalizers), ",")), human(now.Sub(r.CreatedAt)))
+			row := []string{termtext.Quote(dash(r.Namespace)), termtext.Quote(r.Name), termtext.Quote(string(r.Phase) + blockingConditions(r.Conditions)), fmt.Sprint(len(r.Owners)),
+				dash(strings.Join(quoteAll(r.Finalizers), ",")), human(now.Sub(r.CreatedAt))}
+			if *out == outWide {
+				row = append(row, termtext.Quote(r.UID), fmt.Sprint(r.ResourceVersion), dash(joinMap(r.Labels)))
+			}
+			t.row(row...)
 		}
 		return t.flush()
 	}
 	return c
+}
+
+// printResources prints get's objects: one (single) or a list. A backup
+// is the object backup get prints.
+func (a *app) printResources(ctx context.Context, format, kind string, items []*catalog.Resource, single bool) error {
+	var objs any
+	if kind == backup.Kind {
+		views := make([]*backupObject, 0, len(items))
+		for _, r := range items {
+			v, err := a.backupView(ctx, r, single)
+			if err != nil {
+				return err
+			}
+			views = append(views, v.object())
+		}
+		objs = views
+		if single {
+			return printObject(a.s.Out, format, kind, views[0])
+		}
+	} else {
+		views := make([]*resourceView, 0, len(items))
+		for _, r := range items {
+			views = append(views, newResourceView(r))
+		}
+		objs = views
+		if single {
+			return printObject(a.s.Out, format, kind, views[0])
+		}
+	}
+	return printList(a.s.Out, format, kind, objs)
+}
+
+// resourceObject is r's object, as get prints it.
+func (a *app) resourceObject(ctx context.Context, r *catalog.Resource) (object, error) {
+	if r.Kind == backup.Kind {
+		v, err := a.backupView(ctx, r, true)
+		if err != nil {
+			return nil, err
+		}
+		return toObject(r.Kind, v.object())
+	}
+	return toObject(r.Kind, newResourceView(r))
 }
 
 // listAll reads every page of a listing.
@@ -171,8 +225,8 @@ const DescriptionKind = "Description"
 // descriptionView is describe -o json|yaml: the resource, what depends
 // on it, and its recent audit.
 type descriptionView struct {
-	Kind     string            `json:"kind"` // always "Description"
-	Resource *catalog.Resource `json:"resource"`
+	// Resource is the resource's object, as get prints it.
+	Resource object `json:"resource"`
 	// References are the resource's own references, each with its
 	// target's phase, or dangling when the target is gone.
 	References []gc.ReferenceState `json:"references"`
@@ -180,7 +234,7 @@ type descriptionView struct {
 	// gone when the owner no longer exists.
 	Owners     []gc.OwnerState `json:"owners"`
 	Dependents []dependentView `json:"dependents"`
-	Audit      []auditView     `json:"audit"`
+	Audit      []object        `json:"audit"`
 }
 
 // dependentView is one resource that depends on the described one.
@@ -215,17 +269,19 @@ when its target is deleted); and its recent audit entries.`,
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
-		if kindName(args[0]) == backup.Kind {
-			if err := backup.ValidateName(args[1]); err != nil {
-				return usageError{err}
-			}
+		if err := validateKey(catalog.Key{Kind: kindName(args[0]), Namespace: ns, Name: args[1]}); err != nil {
+			return err
 		}
 		ctx := cmd.Context()
 		st, err := a.catalog(ctx)
 		if err != nil {
 			return err
 		}
-		r, err := getResource(ctx, st, catalog.Key{Kind: kindName(args[0]), Namespace: ns, Name: args[1]})
+		kind, err := resolveKind(ctx, st, args[0])
+		if err != nil {
+			return err
+		}
+		r, err := getResource(ctx, st, catalog.Key{Kind: kind, Namespace: ns, Name: args[1]})
 		if err != nil {
 			return err
 		}
@@ -252,8 +308,14 @@ when its target is deleted); and its recent audit entries.`,
 		if err != nil {
 			return err
 		}
-		if *out != "table" {
-			v := descriptionView{Kind: DescriptionKind, Resource: r, References: myRefs, Owners: owners, Dependents: []dependentView{}, Audit: auditViews(audit)}
+		if structured(*out) {
+			v := descriptionView{References: myRefs, Owners: owners, Dependents: []dependentView{}}
+			if v.Resource, err = a.resourceObject(ctx, r); err != nil {
+				return err
+			}
+			if v.Audit, err = toObjects(AuditEntryKind, auditViews(audit)); err != nil {
+				return err
+			}
 			for _, d := range deps {
 				v.Dependents = append(v.Dependents, dependentView{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, Phase: d.Phase, Relation: "owned"})
 			}
@@ -261,7 +323,7 @@ when its target is deleted); and its recent audit entries.`,
 				v.Dependents = append(v.Dependents, dependentView{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, Phase: d.Phase,
 					Relation: "references", OnTargetDelete: referencePolicy(d, r)})
 			}
-			return printStructured(a.s.Out, *out, v)
+			return printObject(a.s.Out, *out, DescriptionKind, v)
 		}
 		w := a.s.Out
 		now := time.Now()
@@ -373,9 +435,6 @@ not, with the plugins' report for purged backups. The log is append-only.`,
 			return err
 		}
 		f := catalog.AuditFilter{Name: name, Limit: limit}
-		if kind != "" {
-			f.Kind = kindName(kind)
-		}
 		if since != "" {
 			if t, err := time.Parse(time.RFC3339, since); err == nil {
 				f.Since = t
@@ -393,12 +452,17 @@ not, with the plugins' report for purged backups. The log is append-only.`,
 		if err != nil {
 			return err
 		}
+		if kind != "" {
+			if f.Kind, err = resolveKind(ctx, st, kind); err != nil {
+				return err
+			}
+		}
 		entries, err := st.ListAudit(ctx, f)
 		if err != nil {
 			return err
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, auditViews(entries))
+		if structured(*out) {
+			return printList(a.s.Out, *out, AuditEntryKind, auditViews(entries))
 		}
 		if len(entries) == 0 {
 			fmt.Fprintln(a.s.Out, "No audit entries.")

@@ -123,8 +123,8 @@ stderr.`,
 		for _, w := range doc.Warnings {
 			fmt.Fprintf(a.s.Err, "lethe: warning: %s\n", termtext.Quote(w))
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, doc)
+		if structured(*out) {
+			return printObject(a.s.Out, *out, "RetentionPlan", doc)
 		}
 		return printRetentionPlan(a, doc)
 	}

@@ -260,12 +260,15 @@ func newRetryListCmd(a *app) *cobra.Command {
 		Short: "List the queue: state, attempts, next attempt and last error of each row",
 		Example: `  lethe retry list
   lethe retry list --state discarded
-  lethe retry list --kind BackupItem -o yaml`,
+  lethe retry list --type BackupItem -o yaml`,
 		Args: exactArgs(0, ""),
 	}
 	out := outputFlag(c, "table")
 	c.Flags().StringVar(&state, "state", "", "only rows in this state: retryable, running or discarded")
-	c.Flags().StringVar(&kind, "kind", "", "only rows of this kind: BackupItem, Resource or Wait")
+	c.Flags().StringVar(&kind, "type", "", "only rows of this type: BackupItem, Resource or Wait")
+	// --kind was the flag's name when a row's type was its kind.
+	c.Flags().StringVar(&kind, "kind", "", "only rows of this type (as --type)")
+	_ = c.Flags().MarkHidden("kind")
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
@@ -275,7 +278,7 @@ func newRetryListCmd(a *app) *cobra.Command {
 			return err
 		}
 		if kind != "" && !slices.Contains([]string{retry.KindBackupItem, retry.KindResource, retry.KindWait}, kind) {
-			return usageError{fmt.Errorf("--kind %q: use BackupItem, Resource or Wait", kind)}
+			return usageError{fmt.Errorf("--type %q: use BackupItem, Resource or Wait", kind)}
 		}
 		q, err := a.retryQueue(cmd.Context())
 		if err != nil {
@@ -285,15 +288,15 @@ func newRetryListCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, retryListView{Items: nonNil(rows)})
+		if structured(*out) {
+			return printList(a.s.Out, *out, kindRetryItem, retryItems(rows))
 		}
 		if len(rows) == 0 {
 			fmt.Fprintln(a.s.Out, "The retry queue is empty.")
 			return nil
 		}
 		now := time.Now()
-		t := newTable(a.s.Out, "ID", "STATE", "KIND", "OWNER", "ITEM", "PLUGIN", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR")
+		t := newTable(a.s.Out, "ID", "STATE", "TYPE", "OWNER", "ITEM", "PLUGIN", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR")
 		for _, r := range rows {
 			t.row(strconv.FormatInt(r.ID, 10), termtext.Quote(string(r.State)), termtext.Quote(r.Kind), termtext.Quote(r.Key), termtext.Quote(cmp.Or(r.ItemID, "-")),
 				termtext.Quote(cmp.Or(r.Plugin, "-")), strconv.Itoa(r.Attempts), termtext.Quote(nextText(r, now)), termtext.Quote(oneLine(r.LastError, 60)))
@@ -303,16 +306,28 @@ func newRetryListCmd(a *app) *cobra.Command {
 	return c
 }
 
-// retryListView is the -o json|yaml shape of `retry list`.
-type retryListView struct {
-	Items []*catalog.RetryRow `json:"items"`
+// kindRetryItem is the kind of a row of the retry queue as -o json|yaml
+// prints it; what the row is (BackupItem, Resource, Wait) is its type.
+const kindRetryItem = "RetryItem"
+
+// retryItemView is a row of the retry queue: the row's own kind field is
+// printed as type.
+type retryItemView struct {
+	*catalog.RetryRow
+	Kind string `json:"kind"` // always RetryItem; hides the row's kind
+	Type string `json:"type"` // BackupItem, Resource or Wait
 }
 
-func nonNil(rows []*catalog.RetryRow) []*catalog.RetryRow {
-	if rows == nil {
-		return []*catalog.RetryRow{}
+func retryItem(r *catalog.RetryRow) retryItemView {
+	return retryItemView{RetryRow: r, Kind: kindRetryItem, Type: r.Kind}
+}
+
+func retryItems(rows []*catalog.RetryRow) []retryItemView {
+	out := make([]retryItemView, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, retryItem(r))
 	}
-	return rows
+	return out
 }
 
 func nextText(r *catalog.RetryRow, now time.Time) string {
@@ -366,8 +381,8 @@ func newRetryGetCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, r)
+		if structured(*out) {
+			return printObject(a.s.Out, *out, kindRetryItem, retryItem(r))
 		}
 		a.printRetry(r)
 		return nil
@@ -417,10 +432,11 @@ func ownerOf(key string) catalog.Key {
 	return catalog.Key{Name: key}
 }
 
-// retryActionView is the -o json|yaml shape of `retry now` and `retry discard`.
+// retryActionView is the -o json|yaml shape of `retry now` and `retry
+// discard`: a RetryItemList with dryRun.
 type retryActionView struct {
-	DryRun bool                `json:"dryRun"`
-	Items  []*catalog.RetryRow `json:"items"`
+	DryRun bool     `json:"dryRun"`
+	Items  []object `json:"items"`
 }
 
 func newRetryNowCmd(a *app) *cobra.Command {
@@ -523,22 +539,26 @@ func (a *app) retryAction(cmd *cobra.Command, args []string, all bool, state str
 		}
 		ids = []int64{id}
 	}
-	view := retryActionView{DryRun: dryRun, Items: []*catalog.RetryRow{}}
+	var rows []*catalog.RetryRow
 	for _, id := range ids {
 		r, err := do(ctx, q, id)
 		if err != nil {
 			return err
 		}
-		view.Items = append(view.Items, r)
+		rows = append(rows, r)
 	}
-	if out != "table" {
-		return printStructured(a.s.Out, out, view)
+	if structured(out) {
+		items, err := toObjects(kindRetryItem, retryItems(rows))
+		if err != nil {
+			return err
+		}
+		return printObject(a.s.Out, out, kindRetryItem+"List", retryActionView{DryRun: dryRun, Items: items})
 	}
 	prefix := ""
 	if dryRun {
 		prefix = "would be "
 	}
-	for _, r := range view.Items {
+	for _, r := range rows {
 		what := r.Key
 		if r.ItemID != "" {
 			what += " " + r.ItemID
@@ -548,7 +568,7 @@ func (a *app) retryAction(cmd *cobra.Command, args []string, all bool, state str
 		}
 		fmt.Fprintf(a.s.Out, "retry row %d (%s) %s%s\n", r.ID, termtext.Quote(what), prefix, verb)
 	}
-	if len(view.Items) == 0 {
+	if len(rows) == 0 {
 		fmt.Fprintln(a.s.Out, "nothing to do: no row matches")
 	}
 	if dryRun {

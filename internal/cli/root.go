@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/termtext"
 	"github.com/lethehq/lethe/pkg/plugin"
 )
 
@@ -20,6 +21,10 @@ type globals struct {
 	// pluginDirDefault: pluginDir is <home>/plugins, not given by a flag
 	// or LETHE_PLUGIN_DIR; only then is a missing folder created.
 	pluginDirDefault bool
+	// storageDefault: storage is file://<home>/storage, not given; only
+	// then, or with --create-storage, is a missing folder created.
+	storageDefault bool
+	createStorage  bool
 	// veleroPluginDir holds unmodified Velero DeleteItemAction plugins;
 	// veleroPluginDirDefault: it is <home>/velero-plugins, which may be
 	// absent (no Velero plugins), while a folder given must exist.
@@ -81,6 +86,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.pluginDir, "plugin-dir", "", "folder of plugin binaries (env LETHE_PLUGIN_DIR; default <home>/plugins)")
 	pf.StringVar(&g.veleroPluginDir, "velero-plugin-dir", "", "folder of unmodified Velero DeleteItemAction plugin binaries, run beside Lethe's (env LETHE_VELERO_PLUGIN_DIR; default <home>/velero-plugins, if it exists)")
 	pf.StringVar(&g.store, "store", "", "catalog URL: sqlite:///path/to.db or postgres://... (env LETHE_STORE; default sqlite://<home>/lethe.db)")
+	pf.BoolVar(&g.createStorage, "create-storage", false, "create the --storage folder (file://) if it does not exist; without it a missing folder is refused, as a misspelt path")
 	pf.StringVar(&g.storage, "storage", "", "backup storage URL: file:///dir or s3://bucket/prefix?endpoint=... (env LETHE_STORAGE; default file://<home>/storage)")
 	pf.StringVar(&g.config, "config", "", "config `FILE` holding settings under their flag names; flags, then environment variables, win over it (env LETHE_CONFIG; default <home>/config.yaml, if present)")
 	pf.StringVar(&g.logFormat, "log-format", "", "log format: text or json (env LETHE_LOG_FORMAT; default text)")
@@ -96,12 +102,40 @@ folder) and the plugins. Each location can be changed on its own.`,
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyConfig(root, cmd, s.Getenv)
 	}
+	// --version without -v: -v is left free (for verbosity), as kubectl
+	// and velero leave it; cobra adds -v only when it defines the flag.
+	root.Flags().Bool("version", false, "print the version (as lethe version)")
 	root.Version = version()
 	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ")\n")
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
-		newApplyCmd(a), newDeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a), newRetentionCmd(a))
+		newApplyCmd(a), newDeleteCmd(a), newUndeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a), newRetentionCmd(a))
 	root.AddCommand(newLocationCmd(a))
+	fixCompletion(root)
 	return root, a
+}
+
+// fixCompletion makes 'lethe completion SHELL' refuse a shell it does not
+// know (exit 2) instead of printing help with exit 0.
+func fixCompletion(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		var shells []string
+		for _, sub := range c.Commands() {
+			shells = append(shells, sub.Name())
+		}
+		c.Args = func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("completion %s: unknown shell; use %s", termtext.Quote(args[0]), strings.Join(shells, ", "))}
+			}
+			return nil
+		}
+		c.RunE = func(*cobra.Command, []string) error {
+			return usageError{fmt.Errorf("completion needs a shell: %s", strings.Join(shells, ", "))}
+		}
+	}
 }
 
 // groupCmd makes a command that only groups subcommands: without
@@ -211,6 +245,7 @@ func (g *globals) resolve(getenv func(string) string) error {
 		return err
 	}
 	if g.storage == "" {
+		g.storageDefault = true
 		g.storage = "file://" + filepath.Join(g.home, "storage")
 	}
 	if g.logLevel == "" {

@@ -94,8 +94,8 @@ func syncRejections(results []registry.SyncResult) error {
 }
 
 func (a *app) printSyncResults(out string, results []registry.SyncResult) error {
-	if out != "table" {
-		return printStructured(a.s.Out, out, results)
+	if structured(out) {
+		return printList(a.s.Out, out, "SyncResult", results)
 	}
 	if len(results) == 0 {
 		fmt.Fprintf(a.s.Out, "No tarballs in %s.\n", termtext.Quote(a.blobs.URL()))

@@ -15,12 +15,21 @@ func backupNames(t *testing.T, home string) []string {
 	t.Helper()
 	code, out, stderr := run(t, home, false, "", "backup", "list", "-o", "json")
 	require.Equal(t, 0, code, stderr)
-	var views []map[string]any
-	require.NoError(t, json.Unmarshal([]byte(out), &views))
+	var list struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		} `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	require.Equal(t, "BackupList", list.Kind)
 	var names []string
-	for _, v := range views {
-		require.Equal(t, "Backup", v["kind"])
-		names = append(names, v["name"].(string))
+	for _, v := range list.Items {
+		require.Equal(t, "Backup", v.Kind)
+		names = append(names, v.Metadata.Name)
 	}
 	return names
 }
@@ -32,7 +41,7 @@ func backupNames(t *testing.T, home string) []string {
 func TestDeleteHabitsOfVeleroUsers(t *testing.T) {
 	home, tarball := newHome(t)
 	for _, b := range []struct{ name, label string }{{"a1", "team=db"}, {"a2", "team=db"}, {"a3", "team=web"}, {"a4", "team=web"}, {"a5", "team=ops"}} {
-		code, _, stderr := run(t, home, false, "", "backup", "create", b.name, "--from", tarball, "-l", b.label)
+		code, _, stderr := run(t, home, false, "", "backup", "create", b.name, "--from", tarball, "--labels", b.label)
 		require.Equal(t, 0, code, stderr)
 	}
 
@@ -69,7 +78,7 @@ func TestDeleteHabitsOfVeleroUsers(t *testing.T) {
 		Items []map[string]any `json:"items"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &plans))
-	require.Equal(t, "List", plans.Kind)
+	require.Equal(t, "DeletionPlanList", plans.Kind)
 	require.Len(t, plans.Items, 2)
 	require.Equal(t, "DeletionPlan", plans.Items[0]["kind"])
 	require.Equal(t, "a1", plans.Items[0]["backup"])

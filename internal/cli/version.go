@@ -32,8 +32,8 @@ func newVersionCmd(a *app) *cobra.Command {
 				}
 			}
 		}
-		if *out != "table" {
-			return printStructured(a.s.Out, *out, v)
+		if structured(*out) {
+			return printObject(a.s.Out, *out, "Version", v)
 		}
 		fmt.Fprintf(a.s.Out, "lethe %s (plugin protocol %d, %s)\n", version(), plugin.ProtocolVersion, runtime.Version())
 		return nil

@@ -131,7 +131,7 @@ references:
 
 	code, out, stderr := run(t, home, false, two, "delete", "-f", "-", "--dry-run", "-o", "json")
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, out, `"plans"`)
+	require.Contains(t, out, `"kind": "CascadePlanList"`)
 	require.Contains(t, out, `"name": "data"`)
 	require.Contains(t, out, `"name": "r"`)
 	require.Equal(t, before, version(), "the dry run changed the catalog")

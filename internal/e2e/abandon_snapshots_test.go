@@ -76,7 +76,9 @@ func TestAbandonWithoutTarballStillSendsNativeSnapshots(t *testing.T) {
 		} `json:"details"`
 	}
 	r = e.ok("audit", "--name", a, "-o", "json")
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &audit), r.stdout)
+	var list struct{ Items json.RawMessage }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list), r.stdout)
+	require.NoError(t, json.Unmarshal(list.Items, &audit), r.stdout)
 	var purge map[string]any
 	for _, en := range audit {
 		if en.Action == "force-purge" {

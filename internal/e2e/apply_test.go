@@ -13,18 +13,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// applyReport is apply -o json: an ApplyReport (docs/output.md).
 type applyReport struct {
-	DryRun    bool `json:"dryRun"`
-	Resources []struct {
-		Kind      string     `json:"kind"`
-		Namespace string     `json:"namespace"`
-		Name      string     `json:"name"`
-		Action    string     `json:"action"`
-		Phase     string     `json:"phase"`
-		UID       string     `json:"uid"`
-		DueAt     *time.Time `json:"dueAt"`
-		Reason    string     `json:"reason"`
-	} `json:"resources"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	DryRun     bool   `json:"dryRun"`
+	Changes    []struct {
+		Resource struct {
+			Kind      string `json:"kind"`
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+			UID       string `json:"uid"`
+		} `json:"resource"`
+		Action string     `json:"action"`
+		Phase  string     `json:"phase"`
+		DueAt  *time.Time `json:"dueAt"`
+		Reason string     `json:"reason"`
+	} `json:"changes"`
 }
 
 func (e *env) applyJSON(wantCode int, args ...string) applyReport {
@@ -33,13 +38,15 @@ func (e *env) applyJSON(wantCode int, args ...string) applyReport {
 	require.Equal(e.t, wantCode, r.code, "%s", r)
 	var rep applyReport
 	require.NoError(e.t, json.Unmarshal([]byte(r.stdout), &rep), "%s", r)
+	require.Equal(e.t, "lethe.io/v1", rep.APIVersion, "%s", r)
+	require.Equal(e.t, "ApplyReport", rep.Kind, "%s", r)
 	return rep
 }
 
 func (rep applyReport) actions() map[string]string {
 	out := map[string]string{}
-	for _, c := range rep.Resources {
-		out[c.Name] = c.Action
+	for _, c := range rep.Changes {
+		out[c.Resource.Name] = c.Action
 	}
 	return out
 }
@@ -51,11 +58,30 @@ func (e *env) writeFile(name, text string) string {
 	return p
 }
 
+// resourceJSON is the part of get KIND NAME -o json the tests read.
 type resourceJSON struct {
-	UID         string            `json:"uid"`
-	Phase       string            `json:"phase"`
-	Annotations map[string]string `json:"annotations"`
-	Spec        json.RawMessage   `json:"spec"`
+	UID         string
+	Phase       string
+	Annotations map[string]string
+	Spec        json.RawMessage
+}
+
+func (r *resourceJSON) UnmarshalJSON(data []byte) error {
+	var o struct {
+		Metadata struct {
+			UID         string            `json:"uid"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+		Spec      json.RawMessage `json:"spec"`
+		Lifecycle struct {
+			Phase string `json:"phase"`
+		} `json:"lifecycle"`
+	}
+	if err := json.Unmarshal(data, &o); err != nil {
+		return err
+	}
+	*r = resourceJSON{UID: o.Metadata.UID, Phase: o.Lifecycle.Phase, Annotations: o.Metadata.Annotations, Spec: o.Spec}
+	return nil
 }
 
 func (e *env) getResource(kind, ns, name string) (resourceJSON, int) {
@@ -109,9 +135,9 @@ func TestApplyBundleAcrossRestarts(t *testing.T) {
 	rep = e.applyJSON(0, "-f", pruned)
 	assert.Equal(t, dry.actions(), rep.actions())
 	assert.Equal(t, map[string]string{"shop": "updated", "keep": "scheduled", "short": "scheduled", "plain": "deleted"}, rep.actions())
-	for _, c := range rep.Resources {
+	for _, c := range rep.Changes {
 		if c.Action == "scheduled" {
-			require.NotNil(t, c.DueAt, c.Name)
+			require.NotNil(t, c.DueAt, c.Resource.Name)
 		}
 	}
 	keep, _ := e.getResource("Service", "shop", "keep")

@@ -45,7 +45,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"backup", "create", "fresh", "--from", good, "--ttl", "3 parsecs"}, 2, "--ttl"},
 		{[]string{"backup", "create", "fresh", "--from", good, "--ttl", "-5h"}, 2, "--ttl"},
 		{[]string{"backup", "create", "fresh", "--from", good, "--deletion-delay", "soon"}, 2, "--deletion-delay"},
-		{[]string{"backup", "create", "fresh", "--from", good, "-l", "novalue"}, 2, "--label"},
+		{[]string{"backup", "create", "fresh", "--from", good, "--labels", "novalue"}, 2, "--labels"},
 		{[]string{"backup", "create", "fresh", "--from", hostile}, 1, "evil.json"},
 		{[]string{"backup", "create", "fresh", "--from", truncated}, 1, "rejected"},
 		{[]string{"backup", "create", "fresh", "--from", notGzip}, 1, "rejected"},
@@ -60,7 +60,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"backup", "delete", "nope", "--yes"}, 4, `backup "nope" not found`},
 		{[]string{"backup", "delete", "nope", "--dry-run"}, 4, `backup "nope" not found`},
 		{[]string{"backup", "undelete", "nope"}, 4, `backup "nope" not found`},
-		{[]string{"backup", "undelete", "good"}, 1, "no deletion scheduled"},
+		{[]string{"backup", "undelete", "good"}, 2, "no deletion scheduled"},
 		{[]string{"backup", "delete", "good"}, 2, "pass --yes"},
 		{[]string{"backup", "delete", "good", "--yes", "--deletion-delay", "soon"}, 2, "--deletion-delay"},
 		// Several names (issue 14): all are resolved before anything changes.
@@ -114,7 +114,7 @@ var hclogLine = regexp.MustCompile(`^\S+ \[(TRACE|DEBUG|INFO|WARN|ERROR)\] `)
 func TestOutputFormats(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, pluginRecorder, pluginNoop)
-	e.create("alpha", 7, "--ttl", "720h", "-l", "team=db")
+	e.create("alpha", 7, "--ttl", "720h", "--labels", "team=db")
 	e.create("beta", 14, "--deletion-delay", "24h")
 
 	both := func(v any, args ...string) {
@@ -130,8 +130,9 @@ func TestOutputFormats(t *testing.T) {
 		require.Equal(t, a, b, "json and yaml disagree for %v", args)
 	}
 
-	var list []backupJSON
-	both(&list, "backup", "list")
+	var l struct{ Items []backupJSON }
+	both(&l, "backup", "list")
+	list := l.Items
 	require.Len(t, list, 2)
 	byName := map[string]backupJSON{}
 	for _, b := range list {
@@ -159,16 +160,20 @@ func TestOutputFormats(t *testing.T) {
 	require.Equal(t, "Scheduled", one.Phase)
 	require.NotNil(t, one.DueAt)
 
-	var plugins []struct {
-		Name            string `json:"name"`
-		Binary          string `json:"binary"`
-		ProtocolVersion int    `json:"protocolVersion"`
-		Version         string `json:"version"`
-		Selector        string `json:"selector"`
+	var plugins struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Name            string `json:"name"`
+			Binary          string `json:"binary"`
+			ProtocolVersion int    `json:"protocolVersion"`
+			Version         string `json:"version"`
+			Selector        string `json:"selector"`
+		} `json:"items"`
 	}
 	both(&plugins, "plugin", "list")
+	require.Equal(t, "PluginList", plugins.Kind)
 	var got []string
-	for _, p := range plugins {
+	for _, p := range plugins.Items {
 		got = append(got, p.Name)
 		require.NotEmpty(t, p.Version, p.Name)
 		require.Positive(t, p.ProtocolVersion, p.Name)
@@ -177,10 +182,10 @@ func TestOutputFormats(t *testing.T) {
 	}
 	require.Equal(t, []string{"lethe.io/noop", recFirst, recSecond, recPods}, got, "plugins in run order")
 
-	// An empty catalog lists as an empty array, not null.
+	// An empty catalog lists as an empty list, items [] and not null.
 	empty := newEnv(t)
 	r := empty.ok("backup", "list", "-o", "json")
-	require.JSONEq(t, "[]", r.stdout)
+	require.JSONEq(t, `{"apiVersion": "lethe.io/v1", "kind": "BackupList", "items": []}`, r.stdout)
 }
 
 // planJSON is `backup delete --dry-run -o json`.

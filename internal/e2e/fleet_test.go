@@ -69,6 +69,7 @@ func TestFleet(t *testing.T) {
 	store := createDatabase(t, admin)
 	e := newEnv(t, pluginFleet)
 	shared := filepath.Join(t.TempDir(), "storage")
+	require.NoError(t, os.MkdirAll(shared, 0o750))
 	e.extra = append(e.extra,
 		"LETHE_STORE="+store, "LETHE_STORAGE=file://"+shared,
 		"LETHE_PLUGIN_ENV="+pluginFleet+":LETHE_RECORD_FILE="+e.record+"\n"+pluginFleet+":LETHE_RECORD_SLEEP=2ms")

@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
+
+	"github.com/lethehq/lethe/internal/catalog"
 )
 
 // onCatalogs runs f on an env whose catalog is the home's SQLite file,
@@ -55,14 +58,39 @@ func onCatalogs(t *testing.T, f func(t *testing.T, e *env, raw func(sql string, 
 func storeBlockReference(t *testing.T, e *env, raw func(string, ...any), kind, name, target string) {
 	t.Helper()
 	r := e.ok("get", kind, name, "-o", "json")
-	var doc map[string]any
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc))
-	// get -o json prints the stored resource.
-	refs, _ := doc["references"].([]any)
-	doc["references"] = append(refs, map[string]any{"kind": kind, "name": target, "onTargetDelete": "block"})
+	// get -o json prints the resource's object (docs/output.md); the
+	// database holds the catalog's row.
+	var o struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name              string             `json:"name"`
+			Namespace         string             `json:"namespace"`
+			UID               string             `json:"uid"`
+			ResourceVersion   int64              `json:"resourceVersion"`
+			CreationTimestamp time.Time          `json:"creationTimestamp"`
+			Labels            map[string]string  `json:"labels"`
+			Annotations       map[string]string  `json:"annotations"`
+			OwnerReferences   []catalog.OwnerRef `json:"ownerReferences"`
+			Finalizers        []string           `json:"finalizers"`
+		} `json:"metadata"`
+		References []catalog.Reference `json:"references"`
+		Spec       json.RawMessage     `json:"spec"`
+		Status     json.RawMessage     `json:"status"`
+		Lifecycle  struct {
+			Phase     catalog.Phase `json:"phase"`
+			UpdatedAt time.Time     `json:"updatedAt"`
+		} `json:"lifecycle"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &o))
+	require.Equal(t, catalog.PhaseActive, o.Lifecycle.Phase)
+	m := o.Metadata
+	doc := catalog.Resource{Kind: o.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID, Labels: m.Labels, Annotations: m.Annotations,
+		Owners: m.OwnerReferences, References: o.References, Finalizers: m.Finalizers, Phase: o.Lifecycle.Phase,
+		Spec: o.Spec, Status: o.Status, ResourceVersion: m.ResourceVersion, CreatedAt: m.CreationTimestamp, UpdatedAt: o.Lifecycle.UpdatedAt}
+	doc.References = append(doc.References, catalog.Reference{Kind: kind, Name: target, OnTargetDelete: catalog.RefBlock})
 	b, err := json.Marshal(doc)
 	require.NoError(t, err)
-	uid, _ := doc["uid"].(string)
+	uid := m.UID
 	require.NotEmpty(t, uid)
 	raw(`UPDATE resources SET doc = $1 WHERE uid = $2`, string(b), uid)
 	raw(`INSERT INTO reference_edges (target_kind, target_namespace, target_name, referrer_uid, on_target_delete) VALUES ($1, '', $2, $3, 'block')`, kind, target, uid)

@@ -45,7 +45,7 @@ func TestResourceRetryThroughTheBinary(t *testing.T) {
 
 	r := e.run("delete", "Widget", "w", "-n", "prod", "--yes", "--wait")
 	require.Equal(t, 3, r.code, "stuck: %s", r)
-	rows := e.retryRows("--kind", "Resource")
+	rows := e.retryRows("--type", "Resource")
 	require.Len(t, rows, 1)
 	row := rows[0]
 	require.Equal(t, "Widget/prod/w", row.Key)
@@ -60,7 +60,7 @@ func TestResourceRetryThroughTheBinary(t *testing.T) {
 	// A block reference: a Wait row, with its next check.
 	r = e.run("delete", "App", "a", "-n", "prod", "--yes", "--wait")
 	require.Equal(t, 3, r.code, "stuck: %s", r)
-	waits := e.retryRows("--kind", "Wait")
+	waits := e.retryRows("--type", "Wait")
 	require.Len(t, waits, 1)
 	require.Equal(t, "Volume/prod/data", waits[0].Key)
 	require.Equal(t, "reference:Restore/prod/r", waits[0].ItemID)
@@ -107,8 +107,8 @@ func TestResourceRetryThroughTheBinary(t *testing.T) {
 	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
 	res := srv.wait(t)
 	require.Equal(t, 0, res.code, "%s", res)
-	require.Empty(t, e.retryRows("--kind", "Resource"))
-	require.Len(t, e.retryRows("--kind", "Wait"), 1, "the volume still waits for its referrer")
+	require.Empty(t, e.retryRows("--type", "Resource"))
+	require.Len(t, e.retryRows("--type", "Wait"), 1, "the volume still waits for its referrer")
 	ex = e.ok("explain", "Volume", "data", "-n", "prod")
 	require.Contains(t, ex.stdout, "waits on reference:Restore/prod/r")
 }

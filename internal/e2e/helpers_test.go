@@ -341,6 +341,67 @@ type backupJSON struct {
 	} `json:"unsettled"`
 }
 
+// UnmarshalJSON reads a Backup object (docs/output.md): metadata,
+// spec, status and lifecycle, into the flat fields the tests read.
+func (b *backupJSON) UnmarshalJSON(data []byte) error {
+	type flat backupJSON
+	var o struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name              string            `json:"name"`
+			UID               string            `json:"uid"`
+			Labels            map[string]string `json:"labels"`
+			Annotations       map[string]string `json:"annotations"`
+			CreationTimestamp time.Time         `json:"creationTimestamp"`
+			DeletionTimestamp *time.Time        `json:"deletionTimestamp"`
+			Finalizers        []string          `json:"finalizers"`
+		} `json:"metadata"`
+		Spec      json.RawMessage `json:"spec"`
+		Lifecycle json.RawMessage `json:"lifecycle"`
+	}
+	if err := json.Unmarshal(data, &o); err != nil {
+		return err
+	}
+	if o.APIVersion != "lethe.io/v1" || o.Kind != "Backup" {
+		return fmt.Errorf("not a lethe.io/v1 Backup: %s %s", o.APIVersion, o.Kind)
+	}
+	var f flat
+	if len(o.Lifecycle) > 0 {
+		if err := json.Unmarshal(o.Lifecycle, &f); err != nil {
+			return err
+		}
+	}
+	var spec struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	spec.Spec = o.Spec
+	if b, err := json.Marshal(spec); err == nil {
+		if err := json.Unmarshal(b, &f); err != nil {
+			return err
+		}
+	}
+	f.Name, f.UID, f.Labels, f.Annotations = o.Metadata.Name, o.Metadata.UID, o.Metadata.Labels, o.Metadata.Annotations
+	f.CreatedAt, f.DeletingAt, f.Finalizers = o.Metadata.CreationTimestamp, o.Metadata.DeletionTimestamp, o.Metadata.Finalizers
+	*b = backupJSON(f)
+	return nil
+}
+
+// listItems reads the items of a list (docs/output.md) of kind.
+func listItems(t *testing.T, out, kind string) []json.RawMessage {
+	t.Helper()
+	var l struct {
+		APIVersion string            `json:"apiVersion"`
+		Kind       string            `json:"kind"`
+		Items      []json.RawMessage `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &l), "%s", out)
+	require.Equal(t, "lethe.io/v1", l.APIVersion, out)
+	require.Equal(t, kind+"List", l.Kind, out)
+	require.NotNil(t, l.Items, out)
+	return l.Items
+}
+
 func (e *env) get(name string) backupJSON {
 	e.t.Helper()
 	r := e.ok("backup", "get", name, "-o", "json")
@@ -353,7 +414,11 @@ func (e *env) list() []backupJSON {
 	e.t.Helper()
 	r := e.ok("backup", "list", "-o", "json")
 	var bs []backupJSON
-	require.NoError(e.t, json.Unmarshal([]byte(r.stdout), &bs), "%s", r)
+	for _, it := range listItems(e.t, r.stdout, "Backup") {
+		var b backupJSON
+		require.NoError(e.t, json.Unmarshal(it, &b), "%s", r)
+		bs = append(bs, b)
+	}
 	return bs
 }
 

@@ -36,6 +36,7 @@ func TestPausedLeaderWritesNothingOnceAnotherTermBegan(t *testing.T) {
 	store := createDatabase(t, admin)
 	e := newEnv(t, pluginNoop)
 	shared := filepath.Join(t.TempDir(), "storage")
+	require.NoError(t, os.MkdirAll(shared, 0o750))
 	e.extra = append(e.extra, "LETHE_STORE="+store, "LETHE_STORAGE=file://"+shared)
 	e.ok("migrate")
 	e.ok("plugin", "lock") // lethe server runs pinned plugins only

@@ -128,8 +128,8 @@ func TestGraceWindow(t *testing.T) {
 	require.Equal(t, "Active", b.Phase)
 	require.Nil(t, b.DueAt)
 	r = e.run("backup", "undelete", name)
-	require.Equal(t, 1, r.code, "%s", r)
-	requireOneErrorLine(t, r, "backup grace has no deletion scheduled")
+	require.Equal(t, 2, r.code, "%s", r)
+	requireOneErrorLine(t, r, "Backup/grace has no deletion scheduled")
 
 	// Scheduled again, then --force: deleted now.
 	e.ok("backup", "delete", name, "--yes")
@@ -169,7 +169,11 @@ func TestSync(t *testing.T) {
 		r := e.run(append([]string{"backup", "sync", "-o", "json"}, args...)...)
 		require.Equal(t, want, r.code, "%s", r)
 		var rows []syncRow
-		require.NoError(t, json.Unmarshal([]byte(r.stdout), &rows), "%s", r)
+		for _, it := range listItems(t, r.stdout, "SyncResult") {
+			var row syncRow
+			require.NoError(t, json.Unmarshal(it, &row), "%s", r)
+			rows = append(rows, row)
+		}
 		m := map[string]syncRow{}
 		for _, row := range rows {
 			m[row.Name] = row

@@ -28,10 +28,12 @@ type expectedJSON struct {
 			Samples []string `json:"samples"`
 		} `json:"expectedPlugins"`
 	} `json:"spec"`
-	PluginMissing string `json:"pluginMissing"`
-	Conditions    []struct {
-		Type, Status, Reason, Message string
-	} `json:"conditions"`
+	Lifecycle struct {
+		PluginMissing string `json:"pluginMissing"`
+		Conditions    []struct {
+			Type, Status, Reason, Message string
+		} `json:"conditions"`
+	} `json:"lifecycle"`
 }
 
 func (e *env) expected(name string) expectedJSON {
@@ -164,14 +166,14 @@ func TestServerKeepsABackupWhosePluginIsMissing(t *testing.T) {
 			t.Fatalf("server exited: %s", p.wait(t))
 		}
 		exp = e.expected("kept")
-		if exp.PluginMissing != "" {
+		if exp.Lifecycle.PluginMissing != "" {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	require.Contains(t, exp.PluginMissing, "lethe.io/noop (6 items)", "%+v", exp)
+	require.Contains(t, exp.Lifecycle.PluginMissing, "lethe.io/noop (6 items)", "%+v", exp)
 	var cond string
-	for _, c := range exp.Conditions {
+	for _, c := range exp.Lifecycle.Conditions {
 		if c.Type == "PluginMissing" {
 			cond = c.Status + " " + c.Message
 		}

@@ -24,9 +24,9 @@ func TestRegistrationBadInput(t *testing.T) {
 	}{
 		{[]string{"backup", "create", strings.Repeat("a", 253), "--from", good}, "at most 63 allowed"},
 		{[]string{"backup", "create", strings.Repeat("b", 64), "--from", good}, "64 characters, at most 63"},
-		{[]string{"backup", "create", "ok", "--from", good, "-l", "a b=c"}, `label key "a b"`},
-		{[]string{"backup", "create", "ok", "--from", good, "-l", "team=d b"}, `label team="d b"`},
-		{[]string{"backup", "create", "ok", "--from", good, "-l", "-x=1"}, `label key "-x"`},
+		{[]string{"backup", "create", "ok", "--from", good, "--label", "a b=c"}, `label key "a b"`},
+		{[]string{"backup", "create", "ok", "--from", good, "--label", "team=d b"}, `label team="d b"`},
+		{[]string{"backup", "create", "ok", "--from", good, "--label", "-x=1"}, `label key "-x"`},
 		{[]string{"backup", "create", "ok", "--from", good, "--ttl", "0"}, "--ttl 0: a zero TTL would expire at once"},
 		{[]string{"backup", "create", "ok", "--from", good, "--ttl", "0s"}, "leave --ttl out"},
 	}
@@ -40,7 +40,7 @@ func TestRegistrationBadInput(t *testing.T) {
 	}
 	// Kubernetes label syntax is accepted, and a 63-character name.
 	name := strings.Repeat("c", 63)
-	e.create(name, 5, "-l", "example.com/tier=db-1", "-l", "empty=")
+	e.create(name, 5, "--labels", "example.com/tier=db-1,empty=")
 	b := e.get(name)
 	require.Equal(t, map[string]string{"example.com/tier": "db-1", "empty": ""}, b.Labels)
 }

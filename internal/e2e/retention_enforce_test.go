@@ -24,7 +24,11 @@ func (e *env) audit(name string) []auditOut {
 	e.t.Helper()
 	r := e.ok("audit", "--kind", "Backup", "--name", name, "-o", "json")
 	var out []auditOut
-	require.NoError(e.t, json.Unmarshal([]byte(r.stdout), &out), "%s", r)
+	for _, it := range listItems(e.t, r.stdout, "AuditEntry") {
+		var a auditOut
+		require.NoError(e.t, json.Unmarshal(it, &a), "%s", r)
+		out = append(out, a)
+	}
 	return out
 }
 

@@ -31,7 +31,7 @@ import (
 
 type retryRowJSON struct {
 	ID            int64     `json:"id"`
-	Kind          string    `json:"kind"`
+	Kind          string    `json:"type"` // BackupItem, Resource or Wait
 	Key           string    `json:"key"`
 	ItemID        string    `json:"itemId"`
 	Plugin        string    `json:"plugin"`

@@ -40,8 +40,11 @@ func (e *env) writeVeleroPhase(name, phase string) {
 func (e *env) syncResult(name string) (action, reason, warning string) {
 	e.t.Helper()
 	r := e.run("backup", "sync", "-o", "json")
-	var results []struct{ Name, Action, Reason, Warning string }
-	require.NoError(e.t, json.Unmarshal([]byte(r.stdout), &results), "%s", r)
+	var list struct {
+		Items []struct{ Name, Action, Reason, Warning string }
+	}
+	require.NoError(e.t, json.Unmarshal([]byte(r.stdout), &list), "%s", r)
+	results := list.Items
 	for _, res := range results {
 		if res.Name == name {
 			return res.Action, res.Reason, res.Warning

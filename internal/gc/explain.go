@@ -36,7 +36,7 @@ type Explanation struct {
 // says (after `retry now` too).
 type RetryInfo struct {
 	ID            int64              `json:"id"`
-	Kind          string             `json:"kind"`
+	Kind          string             `json:"type"` // the row's type (BackupItem, Resource, Wait)
 	ItemID        string             `json:"itemId,omitempty"`
 	Plugin        string             `json:"plugin,omitempty"`
 	State         catalog.RetryState `json:"state"`
@@ -61,7 +61,7 @@ func (c *Collector) retryRows(ctx context.Context, r *catalog.Resource, keep fun
 	var lines []string
 	for i, row := range rows {
 		if i == maxExplainRetries {
-			lines = append(lines, "more rows in the retry queue: lethe retry list --kind "+row.Kind)
+			lines = append(lines, "more rows in the retry queue: lethe retry list --type "+row.Kind)
 			break
 		}
 		infos = append(infos, RetryInfo{ID: row.ID, Kind: row.Kind, ItemID: row.ItemID, Plugin: row.Plugin, State: row.State,

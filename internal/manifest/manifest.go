@@ -30,6 +30,23 @@ import (
 // KindBundle is the kind of a bundle document (see Bundle).
 const KindBundle = "Bundle"
 
+// APIVersion is the only apiVersion a document may give (it may give
+// none): the one lethe get prints.
+const APIVersion = "lethe.io/v1"
+
+// IsList reports whether a decoded mapping is a list of documents: kind
+// List, or a kind that ends in List (as lethe get prints a list:
+// DatabaseList) with items and no metadata.
+func IsList(m map[string]any) bool {
+	k, _ := m["kind"].(string)
+	if k == "List" {
+		return true
+	}
+	_, items := m["items"]
+	_, md := m["metadata"]
+	return len(k) > len("List") && strings.HasSuffix(k, "List") && items && !md
+}
+
 // Document is one validated manifest.
 type Document struct {
 	// Source is the file name ("stdin" for -), Index the document's
@@ -292,8 +309,6 @@ func (p *parser) object(v any, field string, allowed ...string) map[string]any {
 		if !slices.Contains(allowed, k) {
 			hint := ""
 			switch k {
-			case "apiVersion":
-				hint = " (Lethe kinds have no API version: remove it)"
 			case "uid", "creationTimestamp", "deletionTimestamp", "generation", "managedFields":
 				hint = " (set by Lethe, not by a manifest)"
 			}
@@ -377,12 +392,18 @@ func namespaceErr(ns string) string {
 const maxAnnotationsBytes = 256 << 10
 
 func (p *parser) document(v any) {
-	if m, ok := v.(map[string]any); ok && m["kind"] == "List" {
+	if m, ok := v.(map[string]any); ok && IsList(m) {
 		p.fail("kind", "a List may not be nested")
 		return
 	}
-	m := p.object(v, "", "kind", "metadata", "references", "spec", "status")
+	// apiVersion (lethe.io/v1, or none) and lifecycle (Lethe's, read-only,
+	// as lethe get prints it) are accepted and not stored.
+	m := p.object(v, "", "apiVersion", "kind", "metadata", "references", "spec", "status", "lifecycle")
 	if m == nil {
+		return
+	}
+	if av, ok := m["apiVersion"]; ok && av != APIVersion {
+		p.fail("apiVersion", "want %s (or leave it out), got %s", APIVersion, termtext.Quote(fmt.Sprint(av)))
 		return
 	}
 	d := p.d
@@ -423,7 +444,11 @@ func (p *parser) document(v any) {
 
 func (p *parser) metadata(v any) {
 	const f = "metadata"
-	m := p.object(v, f, "name", "namespace", "labels", "annotations", "ownerReferences", "finalizers", "resourceVersion")
+	// uid, creationTimestamp and deletionTimestamp are Lethe's: accepted
+	// (as lethe get prints them) and ignored, as kubectl apply ignores
+	// server-set metadata.
+	m := p.object(v, f, "name", "namespace", "labels", "annotations", "ownerReferences", "finalizers", "resourceVersion",
+		"uid", "creationTimestamp", "deletionTimestamp")
 	if m == nil {
 		return
 	}

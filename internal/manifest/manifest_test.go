@@ -66,6 +66,8 @@ func TestParseJSON(t *testing.T) {
 {"kind":"Database","metadata":{"name":"b"}}`,
 		"array": `[{"kind":"Database","metadata":{"name":"a"}},{"kind":"Database","metadata":{"name":"b"}}]`,
 		"list":  `{"kind":"List","items":[{"kind":"Database","metadata":{"name":"a"}},{"kind":"Database","metadata":{"name":"b"}}]}`,
+		// What lethe get KIND -o json prints.
+		"kindList": `{"apiVersion":"lethe.io/v1","kind":"DatabaseList","items":[{"apiVersion":"lethe.io/v1","kind":"Database","metadata":{"name":"a"}},{"kind":"Database","metadata":{"name":"b"}}]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			docs, err := parse(t, text)
@@ -79,6 +81,31 @@ func TestParseJSON(t *testing.T) {
 			assert.Equal(t, "b", docs[1].Metadata.Name)
 		})
 	}
+}
+
+// What lethe get prints is a manifest: apiVersion lethe.io/v1 and the
+// fields Lethe sets (uid, timestamps, lifecycle) are accepted and not
+// taken as the author's.
+func TestParseAcceptsWhatGetPrintsAndIgnoresLethesFields(t *testing.T) {
+	docs, err := parse(t, `apiVersion: lethe.io/v1
+kind: Database
+metadata:
+  name: orders
+  uid: 0b5d
+  resourceVersion: 3
+  creationTimestamp: "2026-01-02T03:04:05Z"
+  deletionTimestamp: "2026-01-02T03:04:05Z"
+spec: {size: 1}
+lifecycle: {phase: Active, updatedAt: "2026-01-02T03:04:05Z"}
+`)
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	r := docs[0].Resource()
+	assert.Empty(t, r.UID)
+	assert.Nil(t, r.DeletionTimestamp)
+	assert.True(t, r.CreatedAt.IsZero())
+	assert.Empty(t, r.Phase)
+	assert.Equal(t, int64(3), docs[0].Metadata.ResourceVersion)
 }
 
 // Each bad manifest is refused with one line naming the source, the
@@ -105,8 +132,9 @@ func TestParseRefusals(t *testing.T) {
 		{"owner bad name", "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: B, name: B}]}", `metadata.ownerReferences[0].name: invalid name "B"`},
 		{"block not bool", "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: B, name: b, blockOwnerDeletion: 'yes'}]}", `blockOwnerDeletion: want true or false`},
 		{"unknown field", "kind: Database\nmetadata: {name: a}\nspecs: {}", `specs: unknown field`},
-		{"apiVersion", "apiVersion: v1\nkind: Database\nmetadata: {name: a}", `apiVersion: unknown field (Lethe kinds have no API version`},
-		{"uid", "kind: Database\nmetadata: {name: a, uid: x}", `metadata.uid: unknown field (set by Lethe`},
+		{"apiVersion", "apiVersion: v1\nkind: Database\nmetadata: {name: a}", `apiVersion: want lethe.io/v1 (or leave it out), got v1`},
+		{"generation", "kind: Database\nmetadata: {name: a, generation: 2}", `metadata.generation: unknown field (set by Lethe`},
+		{"list apiVersion", "apiVersion: v2\nkind: DatabaseList\nitems: []", `apiVersion: want lethe.io/v1`},
 		{"reserved finalizer", "kind: Database\nmetadata: {name: a, finalizers: [lethe.io/cascade]}", `metadata.finalizers[0]: finalizer "lethe.io/cascade" is reserved`},
 		{"bare finalizer", "kind: Database\nmetadata: {name: a, finalizers: [drain]}", `metadata.finalizers[0]: invalid finalizer "drain"`},
 		{"spec list", "kind: Database\nmetadata: {name: a}\nspec: [1]", `spec: want a mapping, got a list`},

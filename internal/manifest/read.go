@@ -190,15 +190,18 @@ func decode(src Source, lim Limits, fn func(raw) error) error {
 		items := []any{v}
 		if l, ok := v.([]any); ok {
 			items = l
-		} else if m, ok := v.(map[string]any); ok && m["kind"] == "List" {
+		} else if m, ok := v.(map[string]any); ok && IsList(m) {
 			l, ok := m["items"].([]any)
 			for k := range m {
-				if k != "kind" && k != "items" {
+				if k != "kind" && k != "items" && k != "apiVersion" {
 					ok = false
 				}
 			}
+			if av, has := m["apiVersion"]; has && av != APIVersion {
+				return &Error{Source: src.Name, Index: n, Line: node.Line, Field: "apiVersion", Msg: fmt.Sprintf("want %s (or leave it out)", APIVersion)}
+			}
 			if !ok {
-				return &Error{Source: src.Name, Index: n, Line: node.Line, Field: "items", Msg: "a List has kind: List and items: [...] only"}
+				return &Error{Source: src.Name, Index: n, Line: node.Line, Field: "items", Msg: "a List has apiVersion, kind: List (or KindList) and items: [...] only"}
 			}
 			items = l
 		}

@@ -27,6 +27,24 @@ func (s *Store) CountByPhase(ctx context.Context, kind string) (map[catalog.Phas
 	return out, s.mapErr(rows.Err())
 }
 
+// Kinds implements catalog.Store.
+func (s *Store) Kinds(ctx context.Context) ([]string, error) {
+	rows, err := s.b.Reader().Query(ctx, `SELECT kind FROM resources UNION SELECT kind FROM audit ORDER BY 1`)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, s.mapErr(err)
+		}
+		out = append(out, k)
+	}
+	return out, s.mapErr(rows.Err())
+}
+
 // CountWork implements catalog.Store.
 func (s *Store) CountWork(ctx context.Context, queue string) (catalog.WorkCounts, error) {
 	now := s.clock().UnixNano()
