@@ -50,11 +50,8 @@ func (a *app) backupGetMany(cmd *cobra.Command, names []string, out string) erro
 		}
 		views = append(views, v)
 	}
-	if out != "table" {
-		if views == nil {
-			views = []*backupView{}
-		}
-		if err := printStructured(a.s.Out, out, views); err != nil {
+	if structured(out) {
+		if err := printList(a.s.Out, out, backup.Kind, backupObjects(views)); err != nil {
 			return err
 		}
 	} else {

@@ -27,7 +27,10 @@ func TestAbandonWithoutTarballStillSendsNativeSnapshots(t *testing.T) {
 	for _, name := range []string{a, b} {
 		require.NoError(t, os.WriteFile(filepath.Join(e.cloud, velerotest.SnapshotID(name)), []byte("snapshot"), 0o600))
 	}
-	e.ok("backup", "sync")
+	// The bucket's bad-metadata folder is rejected (exit 3); the rest is synced.
+	if r := e.run("backup", "sync"); r.code != 3 {
+		t.Fatalf("backup sync: want exit 3 (one folder rejected): %s", r)
+	}
 	items := int64(len(velerotest.Items()))
 	for _, name := range []string{a, b} {
 		require.NoError(t, os.Remove(filepath.Join(e.storageDir(), filepath.FromSlash(velero.TarballKey(name)))))

@@ -67,7 +67,6 @@ func TestBadInput(t *testing.T) {
 		{[]string{"backup", "delete", "good", "bad", "--yes"}, 4, `backup "bad" not found`},
 		{[]string{"backup", "delete", "--yes"}, 2, "NAME..., -l/--selector SELECTOR or --all"},
 		{[]string{"backup", "delete", "good", "--all", "--yes"}, 2, "cannot be combined"},
-		{[]string{"backup", "get"}, 2, "NAME"},
 		{[]string{"--log-level", "loud", "backup", "list"}, 2, "--log-level"},
 	}
 	listBefore := e.ok("backup", "list", "-o", "json").stdout

@@ -30,10 +30,10 @@ type locationJSON struct {
 func (e *env) locations() map[string]locationJSON {
 	e.t.Helper()
 	r := e.ok("location", "list", "-o", "json")
-	var ls []locationJSON
-	require.NoError(e.t, json.Unmarshal([]byte(r.stdout), &ls), "%s", r)
 	out := map[string]locationJSON{}
-	for _, l := range ls {
+	for _, raw := range listItems(e.t, r.stdout, "BackupStorageLocation") {
+		var l locationJSON
+		require.NoError(e.t, json.Unmarshal(raw, &l), "%s", r)
 		out[l.Name] = l
 	}
 	return out
@@ -65,10 +65,10 @@ func TestNamedLocationsSyncEachAndRefuseDeletingFromAReadOnlyOne(t *testing.T) {
 	require.Nil(t, ls["archive"].LastSyncTime, "never synced yet")
 
 	r := e.ok("backup", "sync", "-o", "json")
-	var res []struct{ Name, Action, Location string }
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), "%s", r)
 	got := map[string]string{}
-	for _, x := range res {
+	for _, raw := range listItems(t, r.stdout, "SyncResult") {
+		var x struct{ Name, Action, Location string }
+		require.NoError(t, json.Unmarshal(raw, &x), "%s", r)
 		got[x.Name] = x.Action + "@" + x.Location
 	}
 	require.Equal(t, map[string]string{"in-main": "imported@primary", "in-archive": "imported@archive"}, got)

@@ -59,7 +59,10 @@ func TestNativeVolumeSnapshotsReachTheirPlugin(t *testing.T) {
 	for _, name := range []string{a, b, c} {
 		require.NoError(t, os.WriteFile(filepath.Join(e.cloud, velerotest.SnapshotID(name)), []byte("snapshot"), 0o600))
 	}
-	e.ok("backup", "sync")
+	// The bucket's bad-metadata folder is rejected (exit 3); the rest is synced.
+	if r := e.run("backup", "sync"); r.code != 3 {
+		t.Fatalf("backup sync: want exit 3 (one folder rejected): %s", r)
+	}
 	require.Contains(t, e.ok("backup", "describe", a).stdout,
 		"Snapshots:  1 native volume snapshots, items after the tarball's (from "+velero.VolumeSnapshotsKey(a)+")")
 	full := e.folderFiles(a)

@@ -41,11 +41,13 @@ func (e *env) conditions(name string) map[string]string {
 	e.t.Helper()
 	r := e.ok("backup", "get", name, "-o", "json")
 	var b struct {
-		Conditions []struct{ Type, Status, Message string }
+		Lifecycle struct {
+			Conditions []struct{ Type, Status, Message string }
+		}
 	}
 	require.NoError(e.t, json.Unmarshal([]byte(r.stdout), &b), "%s", r)
 	out := map[string]string{}
-	for _, c := range b.Conditions {
+	for _, c := range b.Lifecycle.Conditions {
 		out[c.Type] = c.Status + " " + c.Message
 	}
 	return out

@@ -20,16 +20,17 @@ func TestBackupGetListsWithNoNameAndShowsEachOfSeveral(t *testing.T) {
 	e.create("two", 3)
 	r := e.ok("backup", "get")
 	require.Regexp(t, `(?s)NAME.*one\s+Active.*two\s+Active`, r.stdout)
-	var all []backupJSON
-	require.NoError(t, json.Unmarshal([]byte(e.ok("backup", "get", "-o", "json").stdout), &all))
-	require.Len(t, all, 2)
+	require.Len(t, listItems(t, e.ok("backup", "get", "-o", "json").stdout, "Backup"), 2)
 
 	r = e.ok("backup", "get", "two", "one")
 	require.Regexp(t, `(?s)Name:\s+two.*Name:\s+one`, r.stdout)
-	var some []backupJSON
-	require.NoError(t, json.Unmarshal([]byte(e.ok("backup", "get", "two", "one", "-o", "json").stdout), &some))
-	require.Equal(t, "two", some[0].Name)
-	require.Equal(t, "one", some[1].Name)
+	some := listItems(t, e.ok("backup", "get", "two", "one", "-o", "json").stdout, "Backup")
+	require.Len(t, some, 2)
+	for i, want := range []string{"two", "one"} {
+		var b backupJSON
+		require.NoError(t, json.Unmarshal(some[i], &b))
+		require.Equal(t, want, b.Name)
+	}
 
 	r = e.run("backup", "get", "one", "nope", "two")
 	require.Equal(t, 4, r.code, "%s", r)
