@@ -225,7 +225,14 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 			}
 			nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
 			if errors.Is(err, catalog.ErrInvalidTransition) {
-				continue // moved on meanwhile; its next event wakes us
+				// Moved on meanwhile (another step moved it to Deleting):
+				// still waited for; its next event wakes us.
+				if block {
+					if w.dependents, err = c.stillThere(ctx, w.dependents, d); err != nil {
+						return result{}, err
+					}
+				}
+				continue
 			}
 			if err != nil {
 				return result{}, err
@@ -257,6 +264,11 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 				}
 				nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
 				if errors.Is(err, catalog.ErrInvalidTransition) {
+					if edge := ownerEdge(d, r.UID); edge != nil && policy == Foreground && edge.BlockOwnerDeletion {
+						if w.dependents, err = c.stillThere(ctx, w.dependents, d); err != nil {
+							return result{}, err
+						}
+					}
 					continue
 				}
 				if err != nil {
@@ -311,6 +323,11 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 				}
 				nx, err := c.enterCascade(ctx, r, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted")
 				if errors.Is(err, catalog.ErrInvalidTransition) {
+					if policy == Foreground {
+						if w.cascaders, err = c.stillThere(ctx, w.cascaders, x); err != nil {
+							return result{}, err
+						}
+					}
 					continue
 				}
 				if err != nil {
@@ -489,6 +506,22 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 		return result{}, err
 	}
 	return result{stuck: w.stuck}, nil
+}
+
+// stillThere appends to waits what d is now: a resource the step waits
+// for, whose move to Deleting the catalog refused because another step
+// (another process, or lethe server's Parallel) moved it first. It is
+// still waited for (dropping it once purged its owner while it lived);
+// only a resource gone meanwhile is not.
+func (c *Collector) stillThere(ctx context.Context, waits []*catalog.Resource, d *catalog.Resource) ([]*catalog.Resource, error) {
+	cur, err := c.st.GetByUID(ctx, d.UID)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return waits, nil
+	}
+	if err != nil {
+		return waits, err
+	}
+	return append(waits, cur), nil
 }
 
 // ReasonReferrerStuck is the DeletionStuck reason of a resource that
