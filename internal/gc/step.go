@@ -90,7 +90,48 @@ type inlinePath struct {
 	up  *inlinePath
 }
 
+// passKey is the context key of the resources one pass (one step of a
+// claimed item, with the steps it makes inline) has stepped already, with
+// what each came to. A resource several of the pass's resources wait for
+// (a diamond of owners: each layer owned by both of the layer above) is
+// stepped once and its result reused: stepping it again for each parent
+// would step what it waits for again too, once per path through the
+// graph, 2^layers.
+type passKey struct{}
+
+type pass struct {
+	stepped map[string]result
+}
+
+// steppedInPass returns what r's step came to earlier in this pass.
+func steppedInPass(ctx context.Context, uid string) (result, bool) {
+	p, _ := ctx.Value(passKey{}).(*pass)
+	if p == nil {
+		return result{}, false
+	}
+	res, ok := p.stepped[uid]
+	return res, ok
+}
+
+// inPass returns ctx with a pass of its own, unless it has one.
+func inPass(ctx context.Context) (context.Context, *pass) {
+	if p, _ := ctx.Value(passKey{}).(*pass); p != nil {
+		return ctx, p
+	}
+	p := &pass{stepped: map[string]result{}}
+	return context.WithValue(ctx, passKey{}, p), p
+}
+
 func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth int) (result, error) {
+	ctx, p := inPass(ctx)
+	res, err := c.stepResourceOnce(ctx, r, depth)
+	if err == nil {
+		p.stepped[r.UID] = res
+	}
+	return res, err
+}
+
+func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, depth int) (result, error) {
 	up, _ := ctx.Value(inlineKey{}).(*inlinePath)
 	ctx = context.WithValue(ctx, inlineKey{}, &inlinePath{uid: r.UID, up: up})
 	var w waits
@@ -184,7 +225,14 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 			}
 			nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
 			if errors.Is(err, catalog.ErrInvalidTransition) {
-				continue // moved on meanwhile; its next event wakes us
+				// Moved on meanwhile (another step moved it to Deleting):
+				// still waited for; its next event wakes us.
+				if block {
+					if w.dependents, err = c.stillThere(ctx, w.dependents, d); err != nil {
+						return result{}, err
+					}
+				}
+				continue
 			}
 			if err != nil {
 				return result{}, err
@@ -216,6 +264,11 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				}
 				nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
 				if errors.Is(err, catalog.ErrInvalidTransition) {
+					if edge := ownerEdge(d, r.UID); edge != nil && policy == Foreground && edge.BlockOwnerDeletion {
+						if w.dependents, err = c.stillThere(ctx, w.dependents, d); err != nil {
+							return result{}, err
+						}
+					}
 					continue
 				}
 				if err != nil {
@@ -270,6 +323,11 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 				}
 				nx, err := c.enterCascade(ctx, r, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted")
 				if errors.Is(err, catalog.ErrInvalidTransition) {
+					if policy == Foreground {
+						if w.cascaders, err = c.stillThere(ctx, w.cascaders, x); err != nil {
+							return result{}, err
+						}
+					}
 					continue
 				}
 				if err != nil {
@@ -294,7 +352,15 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		}
 	}
 	if len(entered) > 0 && depth < MaxInlineDepth {
-		if err := c.runPlugins(ctx, entered); err != nil {
+		// What this pass stepped already (another of its resources
+		// waits for it too) is not stepped again: its result stands.
+		var fresh []*catalog.Resource
+		for _, d := range entered {
+			if _, ok := steppedInPass(ctx, d.UID); !ok {
+				fresh = append(fresh, d)
+			}
+		}
+		if err := c.runPlugins(ctx, fresh); err != nil {
 			return result{}, err
 		}
 		gone := map[string]bool{}
@@ -303,16 +369,21 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 			if d.Phase != catalog.PhaseDeleting {
 				continue
 			}
-			res, err := c.stepResource(ctx, d, depth+1)
-			if err != nil {
-				return result{}, err
+			res, seen := steppedInPass(ctx, d.UID)
+			if !seen {
+				var err error
+				if res, err = c.stepResource(ctx, d, depth+1); err != nil {
+					return result{}, err
+				}
 			}
 			if res.done {
 				gone[d.UID] = true
 				continue
 			}
-			if err := c.queueLeft(ctx, d, res.next); err != nil {
-				return result{}, err
+			if !seen {
+				if err := c.queueLeft(ctx, d, res.next); err != nil {
+					return result{}, err
+				}
 			}
 			x := *d
 			x.Conditions = slices.DeleteFunc(slices.Clone(d.Conditions), func(cd catalog.Condition) bool { return cd.Type == ConditionStuck })
@@ -435,6 +506,22 @@ func (c *Collector) stepResource(ctx context.Context, r *catalog.Resource, depth
 		return result{}, err
 	}
 	return result{stuck: w.stuck}, nil
+}
+
+// stillThere appends to waits what d is now: a resource the step waits
+// for, whose move to Deleting the catalog refused because another step
+// (another process, or lethe server's Parallel) moved it first. It is
+// still waited for (dropping it once purged its owner while it lived);
+// only a resource gone meanwhile is not.
+func (c *Collector) stillThere(ctx context.Context, waits []*catalog.Resource, d *catalog.Resource) ([]*catalog.Resource, error) {
+	cur, err := c.st.GetByUID(ctx, d.UID)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return waits, nil
+	}
+	if err != nil {
+		return waits, err
+	}
+	return append(waits, cur), nil
 }
 
 // ReasonReferrerStuck is the DeletionStuck reason of a resource that
@@ -612,6 +699,7 @@ func (c *Collector) actor(ctx context.Context) context.Context {
 // (Background) unless another owner remains, in which case it only loses
 // the edge. Dependents already Deleting are left to their own items.
 func (c *Collector) ownerGone(ctx context.Context, uid string, depth int) error {
+	ctx, _ = inPass(ctx)
 	deps, err := c.st.Dependents(ctx, uid)
 	if err != nil || len(deps) == 0 {
 		return err
