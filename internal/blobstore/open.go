@@ -39,7 +39,7 @@ type Config struct {
 	MustExist bool
 }
 
-// ErrNotExist: a file:// directory that does not exist, opened with
+// ErrNotExist is the error of a file:// directory that does not exist, opened with
 // Config.MustExist.
 var ErrNotExist = errors.New("the directory does not exist")
 
