@@ -60,47 +60,14 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 			return a.lockVeleroOnly(dryRun, *out)
 		}
 		lockPath := a.g.lockFile()
-		old, err := pluginhost.ReadLock(lockPath)
+		next, views, err := lockFolder(a.g.pluginDir, lockPath, dryRun)
 		if err != nil {
 			return err
-		}
-		var next *pluginhost.Lock
-		if dryRun {
-			next, err = pluginhost.ComputeLock(a.g.pluginDir, lockPath)
-		} else {
-			next, err = pluginhost.WriteLock(a.g.pluginDir, lockPath)
-		}
-		if err != nil {
-			return err
-		}
-		views := []lockView{}
-		for _, name := range slices.Sorted(maps.Keys(next.Plugins)) {
-			v := lockView{Kind: "LockEntry", Binary: name, SHA256: next.Plugins[name].SHA256, Change: "new"}
-			if old != nil {
-				if e, ok := old.Plugins[name]; ok {
-					v.Change = "unchanged"
-					if e.SHA256 != v.SHA256 {
-						v.Change = "changed"
-					}
-				}
-			}
-			views = append(views, v)
-		}
-		if old != nil {
-			for _, name := range slices.Sorted(maps.Keys(old.Plugins)) {
-				if _, ok := next.Plugins[name]; !ok {
-					views = append(views, lockView{Kind: "LockEntry", Binary: name, SHA256: old.Plugins[name].SHA256, Change: "removed"})
-				}
-			}
 		}
 		if structured(*out) {
 			return printList(a.s.Out, *out, "LockEntry", views)
 		}
-		t := newTable(a.s.Out, "BINARY", "SHA256", "CHANGE")
-		for _, v := range views {
-			t.row(termtext.Quote(v.Binary), v.SHA256, v.Change)
-		}
-		if err := t.flush(); err != nil {
+		if err := a.printLockTable(views); err != nil {
 			return err
 		}
 		if dryRun {
@@ -228,4 +195,52 @@ resource) and gets a warning on stderr.`,
 // oneLineErr renders a (possibly joined) error on one line.
 func oneLineErr(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// lockFolder pins (or, with dryRun, computes) the binaries of dir in the
+// lock file lockPath, and says of each what changed against the lock file
+// as it was: new, unchanged, changed or removed.
+func lockFolder(dir, lockPath string, dryRun bool) (*pluginhost.Lock, []lockView, error) {
+	old, err := pluginhost.ReadLock(lockPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	var next *pluginhost.Lock
+	if dryRun {
+		next, err = pluginhost.ComputeLock(dir, lockPath)
+	} else {
+		next, err = pluginhost.WriteLock(dir, lockPath)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	views := []lockView{}
+	for _, name := range slices.Sorted(maps.Keys(next.Plugins)) {
+		v := lockView{Kind: "LockEntry", Binary: name, SHA256: next.Plugins[name].SHA256, Change: "new"}
+		if old != nil {
+			if e, ok := old.Plugins[name]; ok {
+				v.Change = "unchanged"
+				if e.SHA256 != v.SHA256 {
+					v.Change = "changed"
+				}
+			}
+		}
+		views = append(views, v)
+	}
+	if old != nil {
+		for _, name := range slices.Sorted(maps.Keys(old.Plugins)) {
+			if _, ok := next.Plugins[name]; !ok {
+				views = append(views, lockView{Kind: "LockEntry", Binary: name, SHA256: old.Plugins[name].SHA256, Change: "removed"})
+			}
+		}
+	}
+	return next, views, nil
+}
+
+func (a *app) printLockTable(views []lockView) error {
+	t := newTable(a.s.Out, "BINARY", "SHA256", "CHANGE")
+	for _, v := range views {
+		t.row(termtext.Quote(v.Binary), v.SHA256, v.Change)
+	}
+	return t.flush()
 }

@@ -3,11 +3,8 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 
-	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/termtext"
 )
 
@@ -29,40 +26,14 @@ func (a *app) veleroPluginsOnly() bool {
 // file (--velero-plugin-lock, default in their folder).
 func (a *app) lockVeleroOnly(dryRun bool, out string) error {
 	vlock := a.g.veleroLockFile()
-	old, err := pluginhost.ReadLock(vlock)
+	next, views, err := lockFolder(a.g.veleroPluginDir, vlock, dryRun)
 	if err != nil {
 		return err
 	}
-	var next *pluginhost.Lock
-	if dryRun {
-		next, err = pluginhost.ComputeLock(a.g.veleroPluginDir, vlock)
-	} else {
-		next, err = pluginhost.WriteLock(a.g.veleroPluginDir, vlock)
+	if structured(out) {
+		return printList(a.s.Out, out, "LockEntry", views)
 	}
-	if err != nil {
-		return err
-	}
-	views := []lockView{}
-	for _, name := range slices.Sorted(maps.Keys(next.Plugins)) {
-		v := lockView{Kind: "LockEntry", Binary: name, SHA256: next.Plugins[name].SHA256, Change: "new"}
-		if old != nil {
-			if e, ok := old.Plugins[name]; ok {
-				v.Change = "unchanged"
-				if e.SHA256 != v.SHA256 {
-					v.Change = "changed"
-				}
-			}
-		}
-		views = append(views, v)
-	}
-	if out != "table" {
-		return printStructured(a.s.Out, out, views)
-	}
-	t := newTable(a.s.Out, "BINARY", "SHA256", "CHANGE")
-	for _, v := range views {
-		t.row(termtext.Quote(v.Binary), v.SHA256, v.Change)
-	}
-	if err := t.flush(); err != nil {
+	if err := a.printLockTable(views); err != nil {
 		return err
 	}
 	if dryRun {
