@@ -39,3 +39,46 @@ func TestDeleteOfAPlannedUIDLeavesANewResourceOfTheSameName(t *testing.T) {
 		f.requirePhase(fresh, catalog.PhaseActive)
 	})
 }
+
+// raceGet is a real store whose first Get of one key returns what it
+// read, then lets another request run (before returning it): the
+// interleaving of two processes that both read a resource Active, made
+// deterministic. Every call goes to the real catalog.
+type raceGet struct {
+	catalog.Store
+	key   catalog.Key
+	fired bool
+	then  func()
+}
+
+func (s *raceGet) Get(ctx context.Context, k catalog.Key) (*catalog.Resource, error) {
+	r, err := s.Store.Get(ctx, k)
+	if err == nil && k == s.key && !s.fired {
+		s.fired = true
+		s.then()
+	}
+	return r, err
+}
+
+// TestDeleteOfAResourceAnotherRequestMovedToDeletingJoinsIt: two
+// identical requests both read the resource Active; the second to write
+// finds it Deleting already. It must join that deletion (success, the
+// resource queued), not fail with "cannot go from Deleting to Deleting".
+func TestDeleteOfAResourceAnotherRequestMovedToDeletingJoinsIt(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		r := f.res("Volume", "a")
+		race := &raceGet{Store: st, key: r.Key(), then: func() {
+			_, err := f.c.Delete(f.ctx, r.Key(), gc.DeleteOptions{})
+			require.NoError(t, err)
+		}}
+		other, err := gc.New(gc.Config{Store: race, NoPlugins: true, PollInterval: 50 * time.Millisecond, Recheck: time.Hour})
+		require.NoError(t, err)
+		_, err = other.Delete(f.ctx, r.Key(), gc.DeleteOptions{})
+		require.NoError(t, err)
+		require.True(t, race.fired)
+		f.requirePhase(r, catalog.PhaseDeleting)
+		require.Equal(t, gc.OutcomePurged, f.drive(r))
+		f.requirePurged(r)
+	})
+}
