@@ -103,7 +103,7 @@ func resourceKey(kind, name, ns string) (catalog.Key, error) {
 func newDeleteCmd(a *app) *cobra.Command {
 	var ns, cascade string
 	var files []string
-	var dryRun, yes, wait, async, force, noPlugins bool
+	var dryRun, yes, wait, async, force, noPlugins, ignoreNotFound bool
 	c := &cobra.Command{
 		Use:   "delete KIND NAME | -f FILE|DIR|-",
 		Short: "Delete a resource of any kind, with its dependents (cascade)",
@@ -129,7 +129,14 @@ and 'lethe server' (or another --wait) carries on. --async only requests
 the deletion. 'lethe explain KIND NAME' says what a deletion waits for.
 
 A resource annotated lethe.io/deletion-delay is only scheduled (grace
-window); --force skips the wait. 'lethe delete backup NAME' is
+window); --force skips the wait.
+
+--wait always ends: purged, stuck (exit 3), or re-created: when the
+resource is purged and a new one of the same name (another UID) is created
+meanwhile, its deletion is reported done and the new one is left alone.
+A request for a resource already Deleting joins that deletion, so two
+identical deletes run at once both succeed. --ignore-not-found makes a
+resource that does not exist, or was purged, not an error. 'lethe delete backup NAME' is
 'lethe backup delete NAME' with the same --cascade: the backup's items go
 through its plugins, and its purge waits for its cascade the same way.
 
@@ -175,6 +182,7 @@ block reference from outside the set changes nothing.`,
 	fl.BoolVar(&async, "async", false, "only request the deletion; 'lethe server' carries it out")
 	fl.BoolVar(&force, "force", false, "skip the grace window (lethe.io/deletion-delay) and delete now")
 	fl.BoolVar(&noPlugins, "no-plugins", false, "backups only: allow the deletion with no plugin installed (as lethe backup delete --no-plugins)")
+	fl.BoolVar(&ignoreNotFound, "ignore-not-found", false, "a resource that does not exist, or was purged, is not an error (exit 0)")
 	fl.StringArrayVarP(&files, "filename", "f", nil, "delete the resources a manifest names: file, folder, or - for stdin (repeatable)")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
@@ -194,7 +202,7 @@ block reference from outside the set changes nothing.`,
 			if ns != "" {
 				return usageError{errors.New("-n does not go with -f: the manifests name their namespaces")}
 			}
-			return a.deleteFiles(cmd.Context(), files, gc.DeleteOptions{Propagation: prop, Force: force}, dryRun, yes, wait, *out)
+			return a.deleteFiles(cmd.Context(), files, gc.DeleteOptions{Propagation: prop, Force: force}, fileDeleteFlags{dryRun: dryRun, yes: yes, wait: wait, ignoreNotFound: ignoreNotFound}, *out)
 		}
 		k, err := resourceKey(args[0], args[1], ns)
 		if err != nil {
@@ -204,7 +212,23 @@ block reference from outside the set changes nothing.`,
 			return err
 		}
 		ctx := cmd.Context()
+		notFound := func(err error) error {
+			var nf *backup.NotFoundError
+			if ignoreNotFound && (errors.Is(err, catalog.ErrNotFound) || errors.As(err, &nf)) {
+				return a.gcResult(k, "not found", "ignored (--ignore-not-found)", *out)
+			}
+			return err
+		}
 		if k.Kind == backup.Kind {
+			if ignoreNotFound {
+				st, err := a.catalog(ctx)
+				if err != nil {
+					return err
+				}
+				if _, err := getResource(ctx, st, k); err != nil {
+					return notFound(err)
+				}
+			}
 			return a.deleteBackup(cmd, k, prop, backupFlags{dryRun: dryRun, yes: yes, wait: wait, force: force, noPlugins: noPlugins}, *out)
 		}
 		col, err := a.collector(ctx)
@@ -214,7 +238,16 @@ block reference from outside the set changes nothing.`,
 		opts := gc.DeleteOptions{Propagation: prop, DryRun: true, Force: force}
 		plan, err := col.Delete(ctx, k, opts)
 		if err != nil {
-			return gcError(err)
+			return notFound(gcError(err))
+		}
+		// The resource planned and confirmed: a new one of the same name
+		// is not deleted in its place, nor waited for.
+		if st, err := a.catalog(ctx); err != nil {
+			return err
+		} else if r, err := st.Get(ctx, k); err != nil {
+			return notFound(gcError(err))
+		} else {
+			opts.UID = r.UID
 		}
 		if dryRun {
 			return a.printGCPlan(plan, *out)
@@ -230,8 +263,13 @@ block reference from outside the set changes nothing.`,
 			}
 		}
 		opts.DryRun = false
-		if plan, err = col.Delete(ctx, k, opts); err != nil {
-			return gcError(err)
+		plan, err = col.Delete(ctx, k, opts)
+		var re *gc.RecreatedError
+		if errors.As(err, &re) {
+			return a.gcResult(k, "purged", recreatedNote(re.NewUID), *out)
+		}
+		if err != nil {
+			return notFound(gcError(err))
 		}
 		if plan.ScheduledUntil != nil {
 			return a.gcResult(k, "scheduled", "in its grace window until "+plan.ScheduledUntil.UTC().Format("2006-01-02T15:04:05Z")+"; delete again with --force to skip it", *out)
@@ -239,9 +277,14 @@ block reference from outside the set changes nothing.`,
 		if !wait {
 			return a.gcResult(k, "requested", "lethe server carries it out; "+retry.ExplainCommand(k)+" shows progress", *out)
 		}
-		return a.driveGC(ctx, col, k, "", *out)
+		return a.driveGC(ctx, col, k, opts.UID, *out)
 	}
 	return c
+}
+
+// recreatedNote says that the key now holds a new resource, left alone.
+func recreatedNote(newUID string) string {
+	return "a new resource of the same name (UID " + newUID + ") was created meanwhile; it is left alone"
 }
 
 // deleteBackup is 'lethe backup delete' (the deletion pipeline), then the
@@ -301,6 +344,15 @@ func (a *app) driveGC(ctx context.Context, col *gc.Collector, k catalog.Key, uid
 			}
 		}
 		return errIncomplete
+	}
+	if res == gc.OutcomeRecreated {
+		note := "a new resource of the same name was created meanwhile; it is left alone"
+		if st, err := a.catalog(ctx); err == nil {
+			if r, err := st.Get(ctx, k); err == nil {
+				note = recreatedNote(r.UID)
+			}
+		}
+		return a.gcResult(k, "purged", note, out)
 	}
 	return a.gcResult(k, "purged", "", out)
 }

@@ -46,7 +46,11 @@ func (a *app) printFilePlans(out string, plans []*gc.Plan, done []*fileDeleteRes
 // last document first, through the collector with the same options. All
 // are checked (the files, existence, block references from outside the
 // set) before anything changes.
-func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOptions, dryRun, yes, wait bool, out string) error {
+// fileDeleteFlags are the flags of 'lethe delete -f'.
+type fileDeleteFlags struct{ dryRun, yes, wait, ignoreNotFound bool }
+
+func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOptions, fl fileDeleteFlags, out string) error {
+	dryRun, yes, wait := fl.dryRun, fl.yes, fl.wait
 	docs, err := a.loadManifests(files)
 	if err != nil {
 		return err
@@ -93,6 +97,10 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 			if ts, terr := st.GetTombstone(ctx, k); terr == nil {
 				results[k] = &fileDeleteResult{Resource: k, Result: "purged",
 					Note: "already purged at " + ts.PurgedAt.UTC().Format("2006-01-02T15:04:05Z") + " by " + ts.Actor}
+				continue
+			}
+			if fl.ignoreNotFound {
+				results[k] = &fileDeleteResult{Resource: k, Result: "not found", Note: "ignored (--ignore-not-found)"}
 				continue
 			}
 		}
@@ -154,8 +162,15 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 		var left []catalog.Key
 		var lastErr error
 		for _, k := range pending {
-			p, err := col.Delete(ctx, k, opts)
+			o := opts
+			o.UID = uids[k]
+			p, err := col.Delete(ctx, k, o)
+			var re *gc.RecreatedError
 			switch {
+			case errors.As(err, &re):
+				// The one checked is gone; the new one is not deleted.
+				results[k] = &fileDeleteResult{Resource: k, Result: "purged", Note: recreatedNote(re.NewUID)}
+				continue
 			case refusedInside(err, seen):
 				left, lastErr = append(left, k), err
 				continue
@@ -188,10 +203,17 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 		if err != nil {
 			return err
 		}
-		if res == gc.OutcomeStuck {
+		switch res {
+		case gc.OutcomeStuck:
 			stuck = true
 			results[k] = &fileDeleteResult{Resource: k, Result: "stuck", Note: retry.ExplainCommand(k) + " says why"}
-		} else {
+		case gc.OutcomeRecreated:
+			note := "a new resource of the same name was created meanwhile; it is left alone"
+			if r, err := st.Get(ctx, k); err == nil {
+				note = recreatedNote(r.UID)
+			}
+			results[k] = &fileDeleteResult{Resource: k, Result: "purged", Note: note}
+		default:
 			results[k] = &fileDeleteResult{Resource: k, Result: "purged"}
 		}
 	}

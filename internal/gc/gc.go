@@ -282,6 +282,24 @@ type DeleteOptions struct {
 	// annotation): without it, a resource that carries one is Scheduled.
 	Force  bool
 	Reason string
+	// UID, when set, is the UID the caller planned to delete: if the key
+	// now holds another resource (the planned one was purged and a new
+	// one of the same name created), Delete changes nothing and returns
+	// a *RecreatedError.
+	UID string
+}
+
+// RecreatedError: the key holds a new resource, not the one a request
+// named; the one it named is gone (its deletion is done).
+type RecreatedError struct {
+	Key     catalog.Key
+	OldUID  string
+	NewUID  string
+	NewOnes catalog.Phase
+}
+
+func (e *RecreatedError) Error() string {
+	return fmt.Sprintf("%s was re-created (new UID %s, %s); the one with UID %s is gone", e.Key, e.NewUID, e.NewOnes, e.OldUID)
 }
 
 // RefusedError is a direct delete of the target of block references.
@@ -322,6 +340,9 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 	r, err := c.st.Get(ctx, k)
 	if err != nil {
 		return nil, err
+	}
+	if opts.UID != "" && r.UID != opts.UID {
+		return nil, &RecreatedError{Key: k, OldUID: opts.UID, NewUID: r.UID, NewOnes: r.Phase}
 	}
 	if r.Phase != catalog.PhaseDeleting {
 		if refs, err := c.blockingReferrers(ctx, r, true); err != nil {
@@ -375,6 +396,16 @@ func (c *Collector) Delete(ctx context.Context, k catalog.Key, opts DeleteOption
 		}
 	}
 	if _, err := c.enter(ctx, r, prop, cmp.Or(opts.Reason, "deletion requested"), opts.Force, true); err != nil {
+		// A concurrent identical request moved it to Deleting first (or
+		// purged it): this one joins that deletion.
+		cur, gerr := c.st.Get(ctx, k)
+		switch {
+		case (errors.Is(err, catalog.ErrInvalidTransition) || errors.Is(err, catalog.ErrConflict)) && gerr == nil && cur.UID == r.UID && cur.Phase == catalog.PhaseDeleting:
+			_, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: r.UID, RunAt: c.now()})
+			return plan, err
+		case errors.Is(gerr, catalog.ErrNotFound) && (errors.Is(err, catalog.ErrInvalidTransition) || errors.Is(err, catalog.ErrNotFound) || errors.Is(err, catalog.ErrConflict)):
+			return nil, gerr
+		}
 		return nil, err
 	}
 	return plan, nil

@@ -38,6 +38,10 @@ type Outcome string
 const (
 	OutcomePurged Outcome = "purged" // the resource and its cascade are gone
 	OutcomeStuck  Outcome = "stuck"  // the resource waits on something not being deleted
+	// OutcomeRecreated: the resource of DriveOptions.UID is gone and its
+	// cascade done, and the key now holds a new resource of the same
+	// name (left alone).
+	OutcomeRecreated Outcome = "recreated"
 )
 
 // DriveOptions tune Drive.
@@ -47,7 +51,10 @@ type DriveOptions struct {
 	Progress func(purged int)
 	// UID, when set, is the resource's UID: Drive then also carries on
 	// after a resource purged by someone else (a Backup purged by the
-	// deletion pipeline), whose dependents lose their owner.
+	// deletion pipeline), whose dependents lose their owner, and
+	// recognises a new resource of the same name (another UID) as the
+	// end of this one's deletion (OutcomeRecreated), not as one to wait
+	// for.
 	UID string
 }
 
@@ -85,6 +92,11 @@ func (c *Collector) drive(ctx context.Context, target *driveTarget) (Outcome, er
 		// seen now.
 		r, err := c.st.Get(ctx, target.key)
 		switch {
+		case err == nil && target.opts.UID != "" && r.UID != target.opts.UID:
+			// Re-created: the one this drive is for is purged.
+			if err := c.claimAndStep(ctx, target.opts.UID); err != nil {
+				return "", err
+			}
 		case err == nil:
 			if err := c.claimAndStep(ctx, r.UID); err != nil {
 				return "", err
@@ -157,6 +169,13 @@ func (c *Collector) drive(ctx context.Context, target *driveTarget) (Outcome, er
 // driveDone says whether Drive is over.
 func (c *Collector) driveDone(ctx context.Context, t *driveTarget) (Outcome, bool, error) {
 	r, err := c.st.Get(ctx, t.key)
+	gone := OutcomePurged
+	if err == nil && t.opts.UID != "" && r.UID != t.opts.UID {
+		// The key holds a new resource: the one driven is purged (a key
+		// holds one UID at a time), and the new one is not ours to wait
+		// for.
+		err, gone = catalog.ErrNotFound, OutcomeRecreated
+	}
 	switch {
 	case errors.Is(err, catalog.ErrNotFound):
 		items, err := c.st.ListWork(ctx, Queue)
@@ -180,7 +199,7 @@ func (c *Collector) driveDone(ctx context.Context, t *driveTarget) (Outcome, boo
 		if busy {
 			return "", false, nil
 		}
-		return OutcomePurged, true, nil
+		return gone, true, nil
 	case err != nil:
 		return "", false, err
 	case r.Phase != catalog.PhaseDeleting:
