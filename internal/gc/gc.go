@@ -289,7 +289,7 @@ type DeleteOptions struct {
 	UID string
 }
 
-// RecreatedError: the key holds a new resource, not the one a request
+// RecreatedError says that the key holds a new resource, not the one a request
 // named; the one it named is gone (its deletion is done).
 type RecreatedError struct {
 	Key     catalog.Key
