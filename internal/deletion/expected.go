@@ -229,26 +229,7 @@ func (d *Deleter) setPluginCondition(ctx context.Context, r *catalog.Resource, e
 			want.Reason = "NoPlugins"
 		}
 	}
-	for range 3 {
-		cur, gerr := d.cfg.Store.Get(ctx, r.Key())
-		if gerr != nil {
-			return
-		}
-		i := slices.IndexFunc(cur.Conditions, func(c catalog.Condition) bool { return c.Type == ConditionPluginMissing })
-		if i < 0 && err == nil {
-			return
-		}
-		if i >= 0 && cur.Conditions[i].Status == want.Status && cur.Conditions[i].Message == want.Message {
-			return
-		}
-		setCondition(cur, want)
-		if _, uerr := d.cfg.Store.Update(ctx, cur); uerr == nil || !errors.Is(uerr, catalog.ErrConflict) {
-			if uerr != nil {
-				d.log.Warn("recording the PluginMissing condition", "backup", r.Name, "error", uerr)
-			}
-			return
-		}
-	}
+	d.recordCondition(ctx, r, want, err != nil)
 }
 
 // PluginMissing returns the message of a backup's PluginMissing

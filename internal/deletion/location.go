@@ -52,13 +52,20 @@ func (d *Deleter) setLocationCondition(ctx context.Context, r *catalog.Resource,
 	if err != nil {
 		want.Status, want.Reason, want.Message = "True", ConditionLocationUnavailable, err.Error()
 	}
+	d.recordCondition(ctx, r, want, err != nil)
+}
+
+// recordCondition writes want on r's current version, retrying a lost
+// race a few times: a condition that is absent and not set (set false)
+// stays absent, and one already as wanted is not written again.
+func (d *Deleter) recordCondition(ctx context.Context, r *catalog.Resource, want catalog.Condition, set bool) {
 	for range 3 {
 		cur, gerr := d.cfg.Store.Get(ctx, r.Key())
 		if gerr != nil {
 			return
 		}
-		i := slices.IndexFunc(cur.Conditions, func(c catalog.Condition) bool { return c.Type == ConditionLocationUnavailable })
-		if i < 0 && err == nil {
+		i := slices.IndexFunc(cur.Conditions, func(c catalog.Condition) bool { return c.Type == want.Type })
+		if i < 0 && !set {
 			return
 		}
 		if i >= 0 && cur.Conditions[i].Status == want.Status && cur.Conditions[i].Message == want.Message {
@@ -67,7 +74,7 @@ func (d *Deleter) setLocationCondition(ctx context.Context, r *catalog.Resource,
 		setCondition(cur, want)
 		if _, uerr := d.cfg.Store.Update(ctx, cur); uerr == nil || !errors.Is(uerr, catalog.ErrConflict) {
 			if uerr != nil {
-				d.log.Warn("recording the LocationUnavailable condition", "backup", r.Name, "error", uerr)
+				d.log.Warn("recording the "+want.Type+" condition", "backup", r.Name, "error", uerr)
 			}
 			return
 		}
