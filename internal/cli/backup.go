@@ -137,9 +137,11 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 		return fmt.Errorf("--from: %w", err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return err
-	} else if fi.IsDir() {
+	}
+	if fi.IsDir() {
 		return fmt.Errorf("--from %s is a folder, not a tarball", termtext.Quote(req.Source))
 	}
 	reg, err := a.registry(ctx)
@@ -147,7 +149,14 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 		return err
 	}
 	req.Tarball = f
+	bar := a.newBar(fi.Size(), "checking "+req.Name, "bytes", outTable)
+	if bar != nil {
+		req.Tarball = &barReader{rs: f, bar: bar, name: req.Name}
+	}
 	res, err := reg.Create(ctx, req)
+	if bar != nil {
+		_ = bar.Finish()
+	}
 	var ie *registry.InputError
 	if errors.As(err, &ie) {
 		return usageError{err}

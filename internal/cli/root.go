@@ -76,9 +76,8 @@ folder) and the plugins. Each location can be changed on its own.`,
 
   # Which plugins are installed, and what they select
   lethe plugin list`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
@@ -111,6 +110,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 		newApplyCmd(a), newDeleteCmd(a), newUndeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a), newRetentionCmd(a))
 	root.AddCommand(newLocationCmd(a), newStatusCmd(a))
 	fixCompletion(root)
+	a.registerCompletions(root)
 	return root, a
 }
 
