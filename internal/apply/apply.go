@@ -186,6 +186,10 @@ func (r *Result) Count(a Action) int {
 type Options struct {
 	// DryRun plans and reports, and writes nothing.
 	DryRun bool
+	// Progress, when set, is told how many of the resources to apply
+	// were read from the catalog (the long part of planning a large
+	// input).
+	Progress func(done, total int)
 }
 
 // RefusedError is an apply refused while planning: nothing was written.
@@ -239,7 +243,7 @@ type plan struct {
 
 // Apply applies docs (in order; a bundle's members follow it).
 func (e *Engine) Apply(ctx context.Context, docs []*manifest.Document, opts Options) (*Result, error) {
-	p, err := e.plan(ctx, docs)
+	p, err := e.plan(ctx, docs, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +272,7 @@ func (e *Engine) Apply(ctx context.Context, docs []*manifest.Document, opts Opti
 
 func refuse(err error) error { return &RefusedError{Err: err} }
 
-func (e *Engine) plan(ctx context.Context, docs []*manifest.Document) (*plan, error) {
+func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, progress func(done, total int)) (*plan, error) {
 	p := &plan{byKey: map[catalog.Key]*item{}, settled: map[*Change]bool{}}
 	add := func(it *item) error {
 		k := it.doc.Key()
@@ -306,7 +310,10 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document) (*plan, er
 		}
 	}
 	// Read what exists.
-	for _, it := range p.items {
+	for i, it := range p.items {
+		if progress != nil {
+			progress(i, len(p.items))
+		}
 		cur, err := e.st.Get(ctx, it.doc.Key())
 		switch {
 		case errors.Is(err, catalog.ErrNotFound):
@@ -320,6 +327,9 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document) (*plan, er
 		if it.bundle != nil {
 			it.change.Bundle = it.bundle.doc.Key().String()
 		}
+	}
+	if progress != nil {
+		progress(len(p.items), len(p.items))
 	}
 	for _, it := range p.items {
 		if err := e.planItem(ctx, p, it); err != nil {

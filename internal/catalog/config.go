@@ -34,6 +34,15 @@ type Config struct {
 	// NOTIFY, and re-reads the change table every 10×PollInterval as a
 	// safety net. Default 100ms.
 	PollInterval time.Duration
+	// FileWake (SQLite) also wakes a Watch when the database file or its
+	// write-ahead log changes on disk (inotify, kqueue): another process's
+	// commit then reaches this process's subscribers at once, and their
+	// poll becomes a safety net every 10×PollInterval, as on PostgreSQL.
+	// It is for a process that waits on other processes' writes for long
+	// (lethe get -w, lethe status), not for one that writes much itself:
+	// its own commits would wake it twice. Where the file cannot be
+	// watched, the poll stays every PollInterval. Ignored by PostgreSQL.
+	FileWake bool
 	// BusyTimeout is how long SQLite waits for another process's write
 	// lock. Default 10s.
 	BusyTimeout time.Duration

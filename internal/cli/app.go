@@ -37,6 +37,9 @@ type app struct {
 	locations *blobstore.Locations
 	host      *pluginhost.Host
 	queue     *retry.Queue
+	// fileWake opens the catalog with catalog.Config.FileWake: a command
+	// that waits on other processes' writes (get -w, status).
+	fileWake bool
 	// leaseTTL is the deletion lease (lethe server --lease-ttl); zero:
 	// the default.
 	leaseTTL time.Duration
@@ -70,7 +73,7 @@ func (a *app) catalog(ctx context.Context) (catalog.Store, error) {
 			return nil, fmt.Errorf("creating home folder: %w", err)
 		}
 	}
-	st, err := drivers.Open(ctx, a.g.store, &catalog.Config{Logger: a.log})
+	st, err := drivers.Open(ctx, a.g.store, &catalog.Config{Logger: a.log, FileWake: a.fileWake})
 	if err != nil {
 		return nil, err
 	}

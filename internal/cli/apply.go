@@ -79,7 +79,21 @@ countdown cancelled, its spec the desired one.`,
 		if err != nil {
 			return err
 		}
-		res, err := eng.Apply(ctx, docs, apply.Options{DryRun: dryRun})
+		opts := apply.Options{DryRun: dryRun}
+		if len(docs) >= applyBarFrom {
+			bar := a.newBar(int64(len(docs)), "reading the catalog", "resources", *out)
+			opts.Progress = func(done, total int) {
+				if bar != nil {
+					bar.ChangeMax(total) // bundles add their members
+					_ = bar.Set(done)
+					if done == total {
+						_ = bar.Finish()
+						bar = nil
+					}
+				}
+			}
+		}
+		res, err := eng.Apply(ctx, docs, opts)
 		if res != nil {
 			if perr := printApply(a, *out, res); perr != nil {
 				return perr
@@ -96,6 +110,10 @@ countdown cancelled, its spec the desired one.`,
 	}
 	return c
 }
+
+// applyBarFrom is how many documents make apply show progress on a
+// terminal: a smaller input is planned before a bar would be read.
+const applyBarFrom = 100
 
 // collectorPruner prunes a bundle member without a delay through the
 // garbage collector (Foreground): the member is queued for the collector,

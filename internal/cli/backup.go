@@ -137,9 +137,11 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 		return fmt.Errorf("--from: %w", err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return err
-	} else if fi.IsDir() {
+	}
+	if fi.IsDir() {
 		return fmt.Errorf("--from %s is a folder, not a tarball", termtext.Quote(req.Source))
 	}
 	reg, err := a.registry(ctx)
@@ -147,7 +149,14 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 		return err
 	}
 	req.Tarball = f
+	bar := a.newBar(fi.Size(), "checking "+req.Name, "bytes", outTable)
+	if bar != nil {
+		req.Tarball = &barReader{rs: f, bar: bar, name: req.Name}
+	}
 	res, err := reg.Create(ctx, req)
+	if bar != nil {
+		_ = bar.Finish()
+	}
 	var ie *registry.InputError
 	if errors.As(err, &ie) {
 		return usageError{err}
@@ -281,23 +290,36 @@ func newBackupListCmd(a *app) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List backups with their phase, size, expiry and deletion progress",
+		Long: `List shows every backup with its phase (and, while Deleting, its progress),
+item count, size, age and expiry. -w/--watch lists, then prints each change
+as it happens, until interrupted (as lethe get backups -w).`,
 		Example: `  lethe backup list
-  lethe backup list -l team=db -o json`,
+  lethe backup list -l team=db -o json
+  lethe backup list -w`,
 		Args: exactArgs(0, ""),
 	}
 	out := outputFlag(c, "table")
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. team=db,env!=dev")
+	var w watchFlags
+	w.add(c)
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
 		ctx := cmd.Context()
+		a.fileWake = w.on() // before the catalog opens: see catalog.Config.FileWake
 		st, err := a.catalog(ctx)
 		if err != nil {
 			return err
 		}
 		if err := checkSelector(selector); err != nil {
 			return err
+		}
+		var from int64
+		if w.on() {
+			if from, err = st.CurrentVersion(ctx); err != nil {
+				return err
+			}
 		}
 		rs, err := listAll(ctx, st, catalog.ListOptions{Kind: backup.Kind, LabelSelector: selector})
 		if err != nil {
@@ -311,6 +333,9 @@ func newBackupListCmd(a *app) *cobra.Command {
 			}
 			views = append(views, v)
 		}
+		if w.on() {
+			return a.watchBackups(ctx, st, *out, from, selector, views, w.only)
+		}
 		if structured(*out) {
 			return printList(a.s.Out, *out, backup.Kind, backupObjects(views))
 		}
@@ -319,28 +344,80 @@ func newBackupListCmd(a *app) *cobra.Command {
 			return nil
 		}
 		now := time.Now()
-		headers := []string{"NAME", "PHASE", "ITEMS", "SIZE", "AGE", "EXPIRES"}
-		if *out == outWide {
-			headers = append(headers, "LABELS", "LOCATION")
-		}
-		t := newTable(a.s.Out, headers...)
+		t := newTable(a.s.Out, backupHeaders(*out == outWide)...)
 		for _, v := range views {
-			exp := "never"
-			if v.Spec.ExpiresAt != nil {
-				exp = "in " + human(v.Spec.ExpiresAt.Sub(now))
-				if v.Spec.ExpiresAt.Before(now) {
-					exp = "expired " + human(now.Sub(*v.Spec.ExpiresAt)) + " ago"
-				}
-			}
-			row := []string{termtext.Quote(v.Name), termtext.Quote(v.phaseText(now)), fmt.Sprint(v.Spec.Items), humanBytes(v.Spec.Size), human(now.Sub(v.CreatedAt)), exp}
-			if *out == outWide {
-				row = append(row, dash(joinMap(v.Labels)), termtext.Quote(dash(v.Spec.StorageLocation)))
-			}
-			t.row(row...)
+			t.row(v.row(*out == outWide, now)...)
 		}
 		return t.flush()
 	}
 	return c
+}
+
+// backupHeaders are backup list's columns (-o wide: more of them).
+func backupHeaders(wide bool) []string {
+	headers := []string{"NAME", "PHASE", "ITEMS", "SIZE", "AGE", "EXPIRES"}
+	if wide {
+		headers = append(headers, "LABELS", "LOCATION")
+	}
+	return headers
+}
+
+// row is the backup's row in backup list's table.
+func (v *backupView) row(wide bool, now time.Time) []string {
+	exp := "never"
+	if v.Spec.ExpiresAt != nil {
+		exp = "in " + human(v.Spec.ExpiresAt.Sub(now))
+		if v.Spec.ExpiresAt.Before(now) {
+			exp = "expired " + human(now.Sub(*v.Spec.ExpiresAt)) + " ago"
+		}
+	}
+	row := []string{termtext.Quote(v.Name), termtext.Quote(v.phaseText(now)), fmt.Sprint(v.Spec.Items), humanBytes(v.Spec.Size), human(now.Sub(v.CreatedAt)), exp}
+	if wide {
+		row = append(row, dash(joinMap(v.Labels)), termtext.Quote(dash(v.Spec.StorageLocation)))
+	}
+	return row
+}
+
+// watchBackups is backup list -w: the listing (unless only), then each
+// change of a backup the selector selects.
+func (a *app) watchBackups(ctx context.Context, st catalog.Store, format string, from int64, selector string, views []*backupView, only bool) error {
+	f, err := newWatchFilter("", "", selector)
+	if err != nil {
+		return err
+	}
+	if only {
+		views = nil
+	}
+	wide := format == outWide
+	t := &streamTable{w: a.s.Out}
+	var items []*catalog.Resource
+	if structured(format) {
+		for _, v := range views {
+			items = append(items, v.resource)
+		}
+	} else {
+		rows := [][]string{backupHeaders(wide)}
+		for _, v := range views {
+			rows = append(rows, v.row(wide, time.Now()))
+		}
+		if err := t.print(rows...); err != nil {
+			return err
+		}
+	}
+	return a.watchFrom(ctx, st, backup.Kind, from, f, items, func(typ string, r *catalog.Resource, purged bool) error {
+		v, err := a.backupView(ctx, purgedCopy(r, purged && !structured(format)), false)
+		if err != nil {
+			return err
+		}
+		if !structured(format) {
+			return t.print(v.row(wide, time.Now()))
+		}
+		obj, err := toObject(backup.Kind, v.object())
+		if err != nil {
+			return err
+		}
+		return printWatchEvent(a.s.Out, format, typ, obj)
+	})
 }
 
 func newBackupGetCmd(a *app) *cobra.Command {

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -31,6 +32,9 @@ type Streams struct {
 	InteractiveIn bool
 	// InteractiveErr reports whether Err is a terminal (progress bars).
 	InteractiveErr bool
+	// InteractiveOut reports whether Out is a terminal (lethe status
+	// redraws it).
+	InteractiveOut bool
 }
 
 // Exit codes.
@@ -69,7 +73,9 @@ func Main(args []string) int {
 		if !ok {
 			return
 		}
-		fmt.Fprintf(os.Stderr, "\nlethe: %s: stopping; press Ctrl-C again to abort\n", sig)
+		if !aborts.quiet.Load() {
+			fmt.Fprintf(os.Stderr, "\nlethe: %s: stopping; press Ctrl-C again to abort\n", sig)
+		}
 		cancel(fmt.Errorf("interrupted by %s", sig))
 		if _, ok := <-sigs; ok {
 			aborts.run()
@@ -80,6 +86,7 @@ func Main(args []string) int {
 		In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Getenv: os.Getenv,
 		InteractiveIn:  term.IsTerminal(int(os.Stdin.Fd())),
 		InteractiveErr: term.IsTerminal(int(os.Stderr.Fd())),
+		InteractiveOut: term.IsTerminal(int(os.Stdout.Fd())),
 	}
 	code := Run(ctx, args, s, aborts)
 	if code != exitOK && ctx.Err() != nil {
@@ -171,6 +178,9 @@ func commandPath(root *cobra.Command, args []string) string {
 type abortHooks struct {
 	mu  sync.Mutex
 	fns []func()
+	// quiet: the first signal ends the command normally (a watch), so
+	// Main does not announce it.
+	quiet atomic.Bool
 }
 
 func (a *abortHooks) add(f func()) {

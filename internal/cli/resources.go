@@ -32,13 +32,20 @@ exits 4 with the nearest known name.
 -o yaml prints a manifest (apiVersion lethe.io/v1, kind, metadata, spec,
 status, and Lethe's read-only lifecycle) that 'lethe apply -f -' takes back
 unchanged; a list is a <Kind>List. -o name, -o wide and -o jsonpath=...
-work as kubectl's (docs/output.md).`,
+work as kubectl's (docs/output.md).
+
+-w/--watch lists, then prints each change as it happens (a row, or with
+-o json|yaml one WatchEvent {type: ADDED|MODIFIED|DELETED, object}) until
+interrupted; Ctrl-C ends it with exit 0. It reads the catalog's change feed:
+PostgreSQL's NOTIFY, or on SQLite the database file's writes.`,
 		Example: `  lethe get backups
   lethe get backups -l team=db -o json
   lethe get Backup nightly-0412 -o yaml
   lethe get databases -o name
   lethe get Database orders -n shop -o yaml | lethe apply -f -
-  lethe get bk -o jsonpath='{.items[*].metadata.name}'`,
+  lethe get bk -o jsonpath='{.items[*].metadata.name}'
+  lethe get databases -n shop -w
+  lethe get backup nightly-0412 -w -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
 				return usageError{fmt.Errorf("%s needs KIND and at most one NAME", cmd.CommandPath())}
@@ -49,11 +56,14 @@ work as kubectl's (docs/output.md).`,
 	out := outputFlag(c, "table")
 	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped, or all when listing)")
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. team=db,env!=dev")
+	var w watchFlags
+	w.add(c)
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
 		ctx := cmd.Context()
+		a.fileWake = w.on() // before the catalog opens: see catalog.Config.FileWake
 		st, err := a.catalog(ctx)
 		if err != nil {
 			return err
@@ -72,6 +82,12 @@ work as kubectl's (docs/output.md).`,
 		if err != nil {
 			return err
 		}
+		var from int64
+		if w.on() {
+			if from, err = st.CurrentVersion(ctx); err != nil {
+				return err
+			}
+		}
 		var items []*catalog.Resource
 		if len(args) == 2 {
 			r, err := getResource(ctx, st, catalog.Key{Kind: kind, Namespace: ns, Name: args[1]})
@@ -84,6 +100,9 @@ work as kubectl's (docs/output.md).`,
 				return err
 			}
 		}
+		if w.on() {
+			return a.watchResources(ctx, st, *out, kind, from, ns, args[1:], selector, items, w.only)
+		}
 		if structured(*out) {
 			return a.printResources(ctx, *out, kind, items, len(args) == 2)
 		}
@@ -92,22 +111,70 @@ work as kubectl's (docs/output.md).`,
 			return nil
 		}
 		now := time.Now()
-		headers := []string{"NAMESPACE", "NAME", "PHASE", "OWNERS", "FINALIZERS", "AGE"}
-		if *out == outWide {
-			headers = append(headers, "UID", "VERSION", "LABELS")
-		}
-		t := newTable(a.s.Out, headers...)
+		t := newTable(a.s.Out, resourceHeaders(*out == outWide)...)
 		for _, r := range items {
-			row := []string{termtext.Quote(dash(r.Namespace)), termtext.Quote(r.Name), termtext.Quote(string(r.Phase) + blockingConditions(r.Conditions)), fmt.Sprint(len(r.Owners)),
-				dash(strings.Join(quoteAll(r.Finalizers), ",")), human(now.Sub(r.CreatedAt))}
-			if *out == outWide {
-				row = append(row, termtext.Quote(r.UID), fmt.Sprint(r.ResourceVersion), dash(joinMap(r.Labels)))
-			}
-			t.row(row...)
+			t.row(resourceRow(r, *out == outWide, now)...)
 		}
 		return t.flush()
 	}
 	return c
+}
+
+// resourceHeaders are get's columns (-o wide: more of them).
+func resourceHeaders(wide bool) []string {
+	headers := []string{"NAMESPACE", "NAME", "PHASE", "OWNERS", "FINALIZERS", "AGE"}
+	if wide {
+		headers = append(headers, "UID", "VERSION", "LABELS")
+	}
+	return headers
+}
+
+// resourceRow is r's row in get's table.
+func resourceRow(r *catalog.Resource, wide bool, now time.Time) []string {
+	row := []string{termtext.Quote(dash(r.Namespace)), termtext.Quote(r.Name), termtext.Quote(string(r.Phase) + blockingConditions(r.Conditions)), fmt.Sprint(len(r.Owners)),
+		dash(strings.Join(quoteAll(r.Finalizers), ",")), human(now.Sub(r.CreatedAt))}
+	if wide {
+		row = append(row, termtext.Quote(r.UID), fmt.Sprint(r.ResourceVersion), dash(joinMap(r.Labels)))
+	}
+	return row
+}
+
+// watchResources is get -w: the listing (unless only), then each change
+// of the kind that the namespace, name and selector select.
+func (a *app) watchResources(ctx context.Context, st catalog.Store, format, kind string, from int64, ns string, name []string,
+	selector string, items []*catalog.Resource, only bool) error {
+	f, err := newWatchFilter(ns, "", selector)
+	if err != nil {
+		return err
+	}
+	if len(name) == 1 {
+		f.name = name[0]
+	}
+	if only {
+		items = nil
+	}
+	t := &streamTable{w: a.s.Out}
+	wide := format == outWide
+	if !structured(format) {
+		rows := [][]string{resourceHeaders(wide)}
+		for _, r := range items {
+			rows = append(rows, resourceRow(r, wide, time.Now()))
+		}
+		if err := t.print(rows...); err != nil {
+			return err
+		}
+		items = nil
+	}
+	return a.watchFrom(ctx, st, kind, from, f, items, func(typ string, r *catalog.Resource, purged bool) error {
+		if !structured(format) {
+			return t.print(resourceRow(purgedCopy(r, purged), wide, time.Now()))
+		}
+		obj, err := a.resourceObject(ctx, r)
+		if err != nil {
+			return err
+		}
+		return printWatchEvent(a.s.Out, format, typ, obj)
+	})
 }
 
 // printResources prints get's objects: one (single) or a list. A backup

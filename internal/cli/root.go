@@ -76,9 +76,8 @@ folder) and the plugins. Each location can be changed on its own.`,
 
   # Which plugins are installed, and what they select
   lethe plugin list`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+		SilenceUsage:  true,
+		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
@@ -109,8 +108,9 @@ folder) and the plugins. Each location can be changed on its own.`,
 	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ")\n")
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
 		newApplyCmd(a), newDeleteCmd(a), newUndeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a), newRetentionCmd(a))
-	root.AddCommand(newLocationCmd(a))
+	root.AddCommand(newLocationCmd(a), newStatusCmd(a))
 	fixCompletion(root)
+	a.registerCompletions(root)
 	return root, a
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/registry"
@@ -60,7 +61,22 @@ refuses to import anything (exit 5) while a plugin binary cannot be loaded.`,
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
-		results, serr := a.syncLocations(cmd.Context(), registry.SyncOptions{DryRun: dryRun, PruneMissing: pruneMissing})
+		opts := registry.SyncOptions{DryRun: dryRun, PruneMissing: pruneMissing}
+		// On a terminal, a bar per location: folders read of the listing.
+		var bar *progressbar.ProgressBar
+		opts.Progress = func(done, total int) {
+			if bar == nil {
+				if bar = a.newBar(int64(total), "syncing", "folders", *out); bar == nil {
+					return
+				}
+			}
+			_ = bar.Set(done)
+			if done == total {
+				_ = bar.Finish()
+				bar = nil
+			}
+		}
+		results, serr := a.syncLocations(cmd.Context(), opts)
 		if serr != nil && len(results) == 0 {
 			return serr
 		}

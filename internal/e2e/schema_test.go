@@ -140,6 +140,7 @@ func TestOutputSchemaIsOneShapePerCommand(t *testing.T) {
 		{"undelete", "UndeleteResult", []string{"undelete", "bk", "b3", "-o", "json"}, 0},
 		{"backup-sync", "SyncResultList", []string{"backup", "sync", "--dry-run", "-o", "json"}, 0},
 		{"plugin-lock", "LockEntryList", []string{"plugin", "lock", "--dry-run", "-o", "json"}, 0},
+		{"status", "Status", []string{"status", "-o", "json"}, 0},
 	}
 	for _, c := range cases {
 		switch c.golden {

@@ -70,12 +70,17 @@ type driveTarget struct {
 	key    catalog.Key
 	opts   DriveOptions
 	purged int
+	// seen is the version of the last event counted.
+	seen int64
 }
 
 func (c *Collector) drive(ctx context.Context, target *driveTarget) (Outcome, error) {
 	from, err := c.st.CurrentVersion(ctx)
 	if err != nil {
 		return "", err
+	}
+	if target != nil {
+		target.seen = from
 	}
 	sub, err := c.st.Watch(ctx, catalog.WatchOptions{FromVersion: from})
 	if err != nil {
@@ -160,10 +165,41 @@ func (c *Collector) drive(ctx context.Context, target *driveTarget) (Outcome, er
 				target.opts.Progress(target.purged)
 			}
 			if out, done, err := c.driveDone(ctx, target); err != nil || done {
+				if err == nil && out != OutcomeStuck {
+					err = c.countTo(ctx, sub, target)
+				}
 				return out, err
 			}
 		}
 	}
+}
+
+// countTo counts the purges the feed has not delivered yet, up to the
+// catalog's version now, and reports the total: the last passes purged
+// in batches whose events Drive had not read when it found the work done.
+func (c *Collector) countTo(ctx context.Context, sub catalog.Subscription, t *driveTarget) error {
+	v, err := c.st.CurrentVersion(ctx)
+	if err != nil {
+		return err
+	}
+	for t.seen < v {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-sub.Events():
+			if !ok {
+				return sub.Err()
+			}
+			t.seen = ev.Version
+			if ev.Type == catalog.EventDeleted {
+				t.purged++
+			}
+		}
+	}
+	if t.opts.Progress != nil {
+		t.opts.Progress(t.purged)
+	}
+	return nil
 }
 
 // driveDone says whether Drive is over.
@@ -223,8 +259,11 @@ func (c *Collector) wakeFor(ctx context.Context, ev catalog.Event, wake map[stri
 	if r == nil {
 		return
 	}
-	if ev.Type == catalog.EventDeleted && target != nil {
-		target.purged++
+	if target != nil {
+		target.seen = max(target.seen, ev.Version)
+		if ev.Type == catalog.EventDeleted {
+			target.purged++
+		}
 	}
 	// One purged by this process's batch had no dependent: only its
 	// owners and block targets may move on.

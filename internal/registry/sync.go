@@ -50,6 +50,9 @@ type SyncOptions struct {
 	// PruneMissing removes from the catalog, audited, the backups that
 	// already had MissingFromStorage and are still not listed.
 	PruneMissing bool
+	// Progress, when set, is told after each folder of the listing how
+	// many of them are done.
+	Progress func(done, total int)
 }
 
 // AnnotationImportedFrom records the storage key a sync imported.
@@ -134,7 +137,10 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 	}
 	slices.Sort(names)
 	results := []SyncResult{}
-	for _, name := range names {
+	for i, name := range names {
+		if opts.Progress != nil && i > 0 {
+			opts.Progress(i, len(names))
+		}
 		f := folders[name]
 		if f.tarball == nil && f.metadata == nil {
 			continue // only sibling files: not a backup of its own
@@ -165,6 +171,9 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 			}
 		}
 		results = append(results, res)
+	}
+	if opts.Progress != nil && len(names) > 0 {
+		opts.Progress(len(names), len(names))
 	}
 	missing, err := g.checkMissing(ctx, inCatalog, listed, opts)
 	if err != nil {

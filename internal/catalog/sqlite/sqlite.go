@@ -3,7 +3,9 @@
 // IMMEDIATE on it, so writes are serialized in-process, and across
 // processes by SQLite's lock with busy_timeout), a separate read pool,
 // and foreign keys on. The change feed is the changes table, polled every
-// Config.PollInterval and woken at once by this process's own commits.
+// Config.PollInterval and woken at once by this process's own commits;
+// with Config.FileWake also by other processes' (the file is watched), and
+// the poll is then a safety net every 10×PollInterval.
 //
 // Durability: synchronous=NORMAL in WAL mode survives a process crash
 // (kill -9) without losing committed transactions; a power loss may lose
@@ -86,7 +88,7 @@ func Open(ctx context.Context, path string, cfg *catalog.Config) (catalog.Store,
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
-	b := &backend{writer: writer, cfg: cfg, bc: sqlstore.NewBroadcast()}
+	b := &backend{writer: writer, cfg: cfg, bc: sqlstore.NewBroadcast(), path: path}
 	if _, err := sqlstore.Migrate(ctx, b, ms, cfg.Now().UnixNano()); err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("catalog: sqlite %s: %w", path, b.MapError(err))
@@ -109,6 +111,8 @@ type backend struct {
 	reader *sql.DB
 	cfg    *catalog.Config
 	bc     *sqlstore.Broadcast
+	path   string
+	fw     fileWake
 }
 
 func (b *backend) Dialect() sqlstore.Dialect {
@@ -188,8 +192,17 @@ func (b *backend) NotifyWake(context.Context, sqlstore.Querier, string) error { 
 
 func (b *backend) ListenWake(context.Context) (sqlstore.WakeListener, error) { return nil, nil }
 
+// Listen wakes on this process's commits and polls every PollInterval;
+// with Config.FileWake, it also wakes when the file changes on disk, and
+// polls every 10×PollInterval as a safety net.
 func (b *backend) Listen(context.Context) (sqlstore.Listener, error) {
-	return &listener{bc: b.bc, next: b.bc.C(), tick: time.NewTicker(b.cfg.PollInterval)}, nil
+	poll := b.cfg.PollInterval
+	if b.cfg.FileWake && b.fw.start(b.path, b.bc, func(err error) {
+		b.cfg.Logger.Debug("catalog: sqlite: cannot watch the database file; polling", "error", err)
+	}) {
+		poll *= 10
+	}
+	return &listener{bc: b.bc, next: b.bc.C(), tick: time.NewTicker(poll)}, nil
 }
 
 func (b *backend) MapError(err error) error {
@@ -211,7 +224,7 @@ func (b *backend) MapError(err error) error {
 }
 
 func (b *backend) Close() error {
-	var errs []error
+	errs := []error{b.fw.close()}
 	if b.reader != nil {
 		errs = append(errs, b.reader.Close())
 	}
