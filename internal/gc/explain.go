@@ -23,16 +23,16 @@ import (
 // deleted), "retries" (its rows in the retry queue) and "deletionRoot"
 // (the resource whose requested deletion reached it through a cascade).
 type Explanation struct {
-	Resource   catalog.Key    `json:"resource"`
-	Phase      catalog.Phase  `json:"phase"`
-	Reason     string         `json:"reason"`
+	Resource catalog.Key   `json:"resource"`
+	Phase    catalog.Phase `json:"phase"`
+	Reason   string        `json:"reason"`
 	// DeletionRoot is the root of the cascade that is deleting it (or
 	// purged it), when that is not itself.
 	DeletionRoot *catalog.ObjectRef `json:"deletionRoot,omitempty"`
-	Finalizers []string       `json:"finalizers,omitempty"`
-	Stuck      bool           `json:"stuck,omitempty"`
-	Retries    []RetryInfo    `json:"retries,omitempty"`
-	WaitingFor []*Explanation `json:"waitingFor"`
+	Finalizers   []string           `json:"finalizers,omitempty"`
+	Stuck        bool               `json:"stuck,omitempty"`
+	Retries      []RetryInfo        `json:"retries,omitempty"`
+	WaitingFor   []*Explanation     `json:"waitingFor"`
 }
 
 // RetryInfo is one row of the retry queue, as explain shows it: read

@@ -102,7 +102,7 @@ type mutation struct {
 	// rootDetails: the audit entry's details name the new state's
 	// DeletionRoot, when it has one (Schedule, Delete).
 	rootDetails bool
-	apply        func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error)
+	apply       func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error)
 }
 
 // mutate runs m in a write transaction: it reserves a version, loads the
