@@ -3,7 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -100,5 +102,58 @@ func TestUndeleteInsideACascadeThroughTheBinary(t *testing.T) {
 		}
 		r = e.ok("explain", "Disk", "e", "-n", "prod")
 		require.Contains(t, r.stdout, "Disk/prod/e (Purged, in the cascade of App/prod/o)")
+	})
+}
+
+// TestServerFinishesAnOwnerOnceItsDependentIsUndeleted: with lethe
+// server carrying the cascade (delete --async), undeleting the dependent
+// in its grace window wakes the server's collector, which purges the
+// owner without it within seconds (its recheck is minutes away).
+func TestServerFinishesAnOwnerOnceItsDependentIsUndeleted(t *testing.T) {
+	onCatalogs(t, func(t *testing.T, e *env, _ func(string, ...any)) {
+		e.ok("apply", "-f", e.writeFile("o.yaml", `kind: App
+metadata: {name: o, namespace: prod}
+---
+kind: Volume
+metadata:
+  name: d1
+  namespace: prod
+  annotations: {lethe.io/deletion-delay: 1h}
+  ownerReferences: [{kind: App, name: o, blockOwnerDeletion: true}]
+`))
+		srv := e.start("server", "--no-plugins", "--metrics-addr", freePort(t))
+		defer func() {
+			if !srv.exited() {
+				_ = srv.cmd.Process.Signal(syscall.SIGTERM)
+				srv.wait(t)
+			}
+		}()
+		e.ok("delete", "App", "o", "-n", "prod", "--yes", "--async")
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			d1, _ := e.getResource("Volume", "prod", "d1")
+			if d1.Phase == "Scheduled" {
+				break
+			}
+			require.False(t, srv.exited(), "server exited")
+			require.True(t, time.Now().Before(deadline), "d1 never Scheduled: %s", d1.Phase)
+			time.Sleep(100 * time.Millisecond)
+		}
+		e.ok("undelete", "Volume", "d1", "-n", "prod")
+		undone := time.Now()
+		for {
+			_, code := e.getResource("App", "prod", "o")
+			if code == 4 {
+				break
+			}
+			require.False(t, srv.exited(), "server exited")
+			require.Less(t, time.Since(undone), 20*time.Second, "the server did not finish the owner after the undelete")
+			time.Sleep(100 * time.Millisecond)
+		}
+		d1, _ := e.getResource("Volume", "prod", "d1")
+		require.Equal(t, "Active", d1.Phase)
+		require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
+		r := srv.wait(t)
+		require.Equal(t, 0, r.code, "%s", r)
 	})
 }
