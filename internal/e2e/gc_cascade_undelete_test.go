@@ -76,8 +76,10 @@ func TestUndeleteInsideACascadeThroughTheBinary(t *testing.T) {
 		require.Contains(t, r.stdout, "owner Volume/prod/d2 deleted (Foreground), in the cascade of App/prod/o")
 
 		// Point 4: undeleted inside the cascade, they leave it.
-		e.ok("undelete", "Volume", "d1", "-n", "prod")
-		e.ok("undelete", "Report", "x", "-n", "prod")
+		r = e.ok("undelete", "Volume", "d1", "-n", "prod")
+		require.Contains(t, r.stdout, "Volume/prod/d1: it leaves the deletions in progress that reached it: owner App/o (removed, audited as leave-cascade)")
+		r = e.ok("undelete", "Report", "x", "-n", "prod", "-o", "json")
+		require.Contains(t, r.stdout, "its cascade reference to App/prod/o")
 		e.ok("finalize", "Disk", "e", "-n", "prod", "example.com/keep")
 		r = e.ok("delete", "App", "o", "-n", "prod", "--yes", "--wait")
 		require.Contains(t, r.stdout, "App/prod/o: purged")
