@@ -69,7 +69,13 @@ type Lifecycle interface {
 	// lethe.io/deletion-scheduled-at annotation to now (RFC 3339).
 	Schedule(ctx context.Context, k Key, opts ScheduleOptions) (*Resource, error)
 	// Undelete: Scheduled → Active (also after the delay expired, as long
-	// as the resource has not entered Deleting); clears the annotation.
+	// as the resource has not entered Deleting); clears the annotation and
+	// the DeletionRoot. The resource also leaves every cascade that
+	// reaches it, in the same transaction: its owner edges to owners that
+	// are Deleting or gone, and its cascade references to targets that
+	// are Deleting, are removed, as a second write one version later
+	// (UPDATED event, AuditLeaveCascade entry). It returns the resource
+	// as it is after both.
 	Undelete(ctx context.Context, k Key, reason string) (*Resource, error)
 	// Delete: Active or Scheduled → Deleting (irreversible). Sets the
 	// deletion timestamp and adds opts.Finalizers; the propagation policy

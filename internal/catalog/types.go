@@ -61,6 +61,24 @@ func (k Key) String() string {
 	return k.Kind + "/" + k.Namespace + "/" + k.Name
 }
 
+// ObjectRef names one resource, by key and UID.
+type ObjectRef struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
+}
+
+// Key returns the key the reference names.
+func (o ObjectRef) Key() Key { return Key{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name} }
+
+func (o ObjectRef) String() string { return o.Key().String() }
+
+// Ref returns a reference to r.
+func (r *Resource) Ref() ObjectRef {
+	return ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID}
+}
+
 // OwnerRef points from a dependent to its owner.
 type OwnerRef struct {
 	UID                string `json:"uid"`
@@ -105,6 +123,12 @@ type Resource struct {
 	// DeletionTimestamp is set when the resource enters Deleting.
 	DeletionTimestamp *time.Time  `json:"deletionTimestamp,omitempty"`
 	PropagationPolicy Propagation `json:"propagationPolicy,omitempty"`
+	// DeletionRoot is the resource whose requested deletion reached this
+	// one through a cascade (its owners' or its references' targets'),
+	// set when the cascade moves it to Scheduled or Deleting; nil when
+	// its own deletion was asked for. Undelete clears it; only the
+	// lifecycle methods change it.
+	DeletionRoot *ObjectRef `json:"deletionRoot,omitempty"`
 
 	Conditions []Condition     `json:"conditions,omitempty"`
 	Spec       json.RawMessage `json:"spec,omitempty"`
@@ -147,6 +171,10 @@ type ScheduleOptions struct {
 	Delay       time.Duration
 	Propagation Propagation
 	Reason      string
+	// Root, when set, is the root of the cascade that schedules the
+	// resource: it is stored as its DeletionRoot and named in the audit
+	// entry's details.
+	Root *ObjectRef
 }
 
 // DeleteOptions moves an Active or Scheduled resource to Deleting. A
@@ -165,6 +193,11 @@ type DeleteOptions struct {
 	// with Force); the collector says cascade-delete for what a cascade
 	// reaches.
 	Action string
+	// Root, when set, is the root of the cascade that reaches the
+	// resource: it is stored as its DeletionRoot and named in the audit
+	// entry's details. Unset, a Scheduled resource keeps the root its
+	// Schedule recorded.
+	Root *ObjectRef
 }
 
 // PurgeOptions removes a Deleting resource whose finalizers are all gone.
@@ -190,6 +223,9 @@ type Tombstone struct {
 	Actor    string          `json:"actor"`
 	Reason   string          `json:"reason,omitempty"`
 	Details  json.RawMessage `json:"details,omitempty"`
+	// DeletionRoot is the purged resource's DeletionRoot: the cascade it
+	// was purged in.
+	DeletionRoot *ObjectRef `json:"deletionRoot,omitempty"`
 }
 
 // AuditEntry is one append-only record of a lifecycle change or purge.
@@ -207,6 +243,12 @@ type AuditEntry struct {
 	Reason    string          `json:"reason,omitempty"`
 	Details   json.RawMessage `json:"details,omitempty"`
 }
+
+// AuditLeaveCascade is the audit action of the write by which Undelete
+// takes a resource out of the cascades that reached it (its details:
+// {"owners": [...], "references": [...]}, each {kind, namespace, name,
+// uid, phase}).
+const AuditLeaveCascade = "leave-cascade"
 
 // AuditFilter filters ListAudit. Zero fields do not filter.
 type AuditFilter struct {

@@ -516,6 +516,10 @@ func (a *app) printBackup(v *backupView) {
 			fmt.Fprintf(w, "Waiting:    its items are settled; its purge waits for %s (lethe explain backup %s)\n", strings.Join(quoteAll(d.WaitingFor), "; "), termtext.Quote(v.Name))
 		}
 	}
+	if v.resource != nil && v.resource.DeletionRoot != nil {
+		root := v.resource.DeletionRoot
+		fmt.Fprintf(w, "Cascade of: %s %s (the requested deletion whose cascade reached this backup)\n", keyText(root.Key()), termtext.Quote(root.UID))
+	}
 	if p := v.Progress; p != nil {
 		fmt.Fprintf(w, "Progress:   %d of %d items processed\n", p.Watermark, p.TotalItems)
 		t := newTable(w, "  PLUGIN", "DONE", "SKIPPED", "FAILED", "BLOCKED")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -270,4 +271,33 @@ func TestDescribeMarksAnOwnerThatIsGone(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
 	require.Len(t, v.Owners, 1)
 	require.True(t, v.Owners[0].Gone)
+}
+
+// TestBackupDescribeNamesTheCascadeRoot: a backup a cascade reached says
+// whose cascade it is in, in text and in its object.
+func TestBackupDescribeNamesTheCascadeRoot(t *testing.T) {
+	home, tarball := newHome(t)
+	code, _, stderr := run(t, home, false, "", "backup", "create", "b1", "--from", tarball)
+	require.Equal(t, 0, code, stderr)
+	ctx := context.Background()
+	st, err := drivers.Open(ctx, "sqlite://"+filepath.Join(home, "lethe.db"), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	o, err := st.Create(ctx, &catalog.Resource{Kind: "Schedule", Namespace: "velero", Name: "nightly"})
+	require.NoError(t, err)
+	root := o.Ref()
+	_, err = st.Schedule(ctx, catalog.Key{Kind: "Backup", Name: "b1"}, catalog.ScheduleOptions{Delay: time.Hour, Root: &root})
+	require.NoError(t, err)
+	code, out, stderr := run(t, home, false, "", "backup", "describe", "b1")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "Cascade of: Schedule/velero/nightly "+o.UID)
+	code, out, stderr = run(t, home, false, "", "backup", "describe", "b1", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var v struct {
+		Lifecycle struct {
+			Root *catalog.ObjectRef `json:"deletionRoot"`
+		} `json:"lifecycle"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	require.Equal(t, &root, v.Lifecycle.Root)
 }

@@ -415,6 +415,9 @@ when its target is deleted); and its recent audit entries.`,
 		if r.DeletionTimestamp != nil {
 			fmt.Fprintf(w, "Deleting:    since %s, propagation %s\n", r.DeletionTimestamp.Local().Format(time.RFC3339), termtext.Quote(dash(string(r.PropagationPolicy))))
 		}
+		if r.DeletionRoot != nil {
+			fmt.Fprintf(w, "Cascade of:  %s %s (the requested deletion whose cascade reached this one)\n", keyText(r.DeletionRoot.Key()), termtext.Quote(r.DeletionRoot.UID))
+		}
 		fmt.Fprintf(w, "Finalizers:  %s\n", dash(strings.Join(quoteAll(r.Finalizers), ", ")))
 		fmt.Fprintln(w, "Owners:")
 		if len(r.Owners) == 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -137,6 +139,7 @@ func (a *app) undelete(ctx context.Context, keys []catalog.Key, ignoreNotFound b
 	var nf *backup.NotFoundError
 	results := make([]*undeleteResultView, 0, len(keys))
 	var todo []catalog.Key
+	before := map[catalog.Key]*catalog.Resource{}
 	for _, k := range keys {
 		r, err := backup.Get(ctx, st, k)
 		switch {
@@ -150,28 +153,36 @@ func (a *app) undelete(ctx context.Context, keys []catalog.Key, ignoreNotFound b
 			return err
 		}
 		todo = append(todo, k)
+		before[k] = r
 		results = append(results, &undeleteResultView{Resource: k, Result: "undeleted"})
 	}
 	now := time.Now()
 	undeleted := map[catalog.Key]*catalog.Resource{}
 	for i, k := range todo {
-		var note string
+		var notes []string
+		var after *catalog.Resource
 		if k.Kind == backup.Kind {
 			r, ttlCleared, err := deletion.Undelete(ctx, st, k.Name, now)
 			if err != nil {
 				return err
 			}
-			undeleted[k] = r
+			undeleted[k], after = r, r
 			if ttlCleared {
-				note = "its TTL had expired, so it was removed: the backup no longer expires"
+				notes = append(notes, "its TTL had expired, so it was removed: the backup no longer expires")
 			}
-		} else if _, err := st.Undelete(catalog.WithDefaultActor(ctx, "cli"), k, "undelete requested"); err != nil {
+		} else if r, err := st.Undelete(catalog.WithDefaultActor(ctx, "cli"), k, "undelete requested"); err != nil {
 			var te *catalog.TransitionError
 			if errors.As(err, &te) {
 				return usageError{fmt.Errorf("%s: %w", keyText(k), err)}
 			}
 			return err
+		} else {
+			after = r
 		}
+		if left := leftCascades(before[k], after); left != "" {
+			notes = append(notes, left)
+		}
+		note := strings.Join(notes, "; ")
 		for _, r := range results {
 			if r.Resource == todo[i] {
 				r.Note = note
@@ -188,7 +199,7 @@ func (a *app) undelete(ctx context.Context, keys []catalog.Key, ignoreNotFound b
 		if r.Result == "undeleted" {
 			fmt.Fprintf(a.s.Out, "%s: scheduled deletion cancelled; it is Active again\n", keyText(r.Resource))
 			if r.Note != "" {
-				fmt.Fprintf(a.s.Out, "%s: %s\n", keyText(r.Resource), r.Note)
+				fmt.Fprintf(a.s.Out, "%s: %s\n", keyText(r.Resource), termtext.Quote(r.Note))
 			}
 			printRetentionHold(a, undeleted[r.Resource])
 		} else {
@@ -196,6 +207,30 @@ func (a *app) undelete(ctx context.Context, keys []catalog.Key, ignoreNotFound b
 		}
 	}
 	return nil
+}
+
+// leftCascades says which cascades an undelete took a resource out of:
+// the catalog removes, with the undelete, its owner edges and cascade
+// references through which a deletion in progress reached it.
+func leftCascades(before, after *catalog.Resource) string {
+	if before == nil || after == nil {
+		return ""
+	}
+	var parts []string
+	for _, o := range before.Owners {
+		if !slices.ContainsFunc(after.Owners, func(x catalog.OwnerRef) bool { return x.UID == o.UID }) {
+			parts = append(parts, "owner "+o.Kind+"/"+o.Name)
+		}
+	}
+	for _, ref := range before.References {
+		if !slices.Contains(after.References, ref) {
+			parts = append(parts, "its cascade reference to "+catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}.String())
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "it leaves the deletions in progress that reached it: " + strings.Join(parts, "; ") + " (removed, audited as " + catalog.AuditLeaveCascade + ")"
 }
 
 // undeletable refuses (exit 2, as finalize of a resource that is not

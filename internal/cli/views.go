@@ -42,8 +42,11 @@ type lifecycleView struct {
 	Phase             catalog.Phase       `json:"phase"`
 	DeletionDueAt     *time.Time          `json:"deletionDueAt,omitempty"`
 	PropagationPolicy catalog.Propagation `json:"propagationPolicy,omitempty"`
-	Conditions        []catalog.Condition `json:"conditions,omitempty"`
-	UpdatedAt         time.Time           `json:"updatedAt"`
+	// DeletionRoot is the resource whose requested deletion reached this
+	// one through a cascade.
+	DeletionRoot *catalog.ObjectRef  `json:"deletionRoot,omitempty"`
+	Conditions   []catalog.Condition `json:"conditions,omitempty"`
+	UpdatedAt    time.Time           `json:"updatedAt"`
 }
 
 // resourceView is the object of a catalog resource of any kind but
@@ -68,7 +71,7 @@ func newResourceView(r *catalog.Resource) *resourceView {
 	v := &resourceView{
 		Metadata: metaOf(r), Spec: r.Spec, Status: r.Status,
 		Lifecycle: lifecycleView{Phase: r.Phase, DeletionDueAt: r.DeletionDueAt, PropagationPolicy: r.PropagationPolicy,
-			Conditions: r.Conditions, UpdatedAt: r.UpdatedAt},
+			DeletionRoot: r.DeletionRoot, Conditions: r.Conditions, UpdatedAt: r.UpdatedAt},
 	}
 	for _, ref := range r.References {
 		v.References = append(v.References, referenceView{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, OnTargetDelete: ref.OnTargetDelete})
@@ -106,7 +109,7 @@ func (v *backupView) object() *backupObject {
 		Metadata: m, Spec: v.Spec, Status: v.Status,
 		Lifecycle: backupLifecycleView{
 			lifecycleView: lifecycleView{Phase: r.Phase, DeletionDueAt: r.DeletionDueAt, PropagationPolicy: r.PropagationPolicy,
-				Conditions: r.Conditions, UpdatedAt: r.UpdatedAt},
+				DeletionRoot: r.DeletionRoot, Conditions: r.Conditions, UpdatedAt: r.UpdatedAt},
 			Progress: v.Progress, Unsettled: v.Unsettled, PluginMissing: v.PluginMissing, Retry: v.Retry,
 		},
 	}

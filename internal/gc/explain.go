@@ -20,15 +20,19 @@ import (
 // stable schema: {"resource": {"kind","namespace","name"}, "phase",
 // "reason", "waitingFor": [...same shape...]}, plus "finalizers" (those
 // left), "stuck" (true when the wait is on something not being
-// deleted) and "retries" (its rows in the retry queue).
+// deleted), "retries" (its rows in the retry queue) and "deletionRoot"
+// (the resource whose requested deletion reached it through a cascade).
 type Explanation struct {
-	Resource   catalog.Key    `json:"resource"`
-	Phase      catalog.Phase  `json:"phase"`
-	Reason     string         `json:"reason"`
-	Finalizers []string       `json:"finalizers,omitempty"`
-	Stuck      bool           `json:"stuck,omitempty"`
-	Retries    []RetryInfo    `json:"retries,omitempty"`
-	WaitingFor []*Explanation `json:"waitingFor"`
+	Resource catalog.Key   `json:"resource"`
+	Phase    catalog.Phase `json:"phase"`
+	Reason   string        `json:"reason"`
+	// DeletionRoot is the root of the cascade that is deleting it (or
+	// purged it), when that is not itself.
+	DeletionRoot *catalog.ObjectRef `json:"deletionRoot,omitempty"`
+	Finalizers   []string           `json:"finalizers,omitempty"`
+	Stuck        bool               `json:"stuck,omitempty"`
+	Retries      []RetryInfo        `json:"retries,omitempty"`
+	WaitingFor   []*Explanation     `json:"waitingFor"`
 }
 
 // RetryInfo is one row of the retry queue, as explain shows it: read
@@ -126,7 +130,7 @@ func newExplainState() *explainState {
 
 // explain explains r, reached through path (the UIDs above it).
 func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []string, depth int, st *explainState) (*Explanation, error) {
-	e := &Explanation{Resource: r.Key(), Phase: r.Phase, Finalizers: r.Finalizers, WaitingFor: []*Explanation{}}
+	e := &Explanation{Resource: r.Key(), Phase: r.Phase, Finalizers: r.Finalizers, DeletionRoot: r.DeletionRoot, WaitingFor: []*Explanation{}}
 	if slices.Contains(path, r.UID) {
 		e.Reason = "cycle: " + r.Key().String() + " is already waiting further up this tree"
 		e.Stuck = true
@@ -293,20 +297,28 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 	return e, nil
 }
 
-// WriteTree prints an explanation as an indented tree.
+// WriteTree prints an explanation as an indented tree. A resource
+// deleted by a cascade says whose ("in the cascade of ROOT") where the
+// tree does not already: at the top, and below a resource of another
+// cascade.
 func WriteTree(w io.Writer, e *Explanation) error {
-	return writeTree(w, e, "", "")
+	return writeTree(w, e, "", "", nil)
 }
 
-func writeTree(w io.Writer, e *Explanation, first, rest string) error {
+func writeTree(w io.Writer, e *Explanation, first, rest string, above *catalog.ObjectRef) error {
 	mark := ""
 	if e.Stuck {
 		mark = " [stuck]"
 	}
+	cascade := ""
+	root := rootKey(e)
+	if e.DeletionRoot != nil && (above == nil || root != *above) {
+		cascade = ", in the cascade of " + termtext.Quote(e.DeletionRoot.String())
+	}
 	// The resource, its phase and the reason (which names other
 	// resources, plugins and their messages) come from the catalog:
 	// quoted when they are not plain text.
-	if _, err := fmt.Fprintf(w, "%s%s (%s)%s: %s\n", first, termtext.Quote(e.Resource.String()), termtext.Quote(string(e.Phase)), mark, termtext.Quote(e.Reason)); err != nil {
+	if _, err := fmt.Fprintf(w, "%s%s (%s%s)%s: %s\n", first, termtext.Quote(e.Resource.String()), termtext.Quote(string(e.Phase)), cascade, mark, termtext.Quote(e.Reason)); err != nil {
 		return err
 	}
 	for i, ch := range e.WaitingFor {
@@ -314,11 +326,20 @@ func writeTree(w io.Writer, e *Explanation, first, rest string) error {
 		if i == len(e.WaitingFor)-1 {
 			f, r = rest+"└─ ", rest+"   "
 		}
-		if err := writeTree(w, ch, f, r); err != nil {
+		if err := writeTree(w, ch, f, r, &root); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// rootKey is the root of the cascade e's resource is in: its
+// DeletionRoot, or itself.
+func rootKey(e *Explanation) catalog.ObjectRef {
+	if e.DeletionRoot != nil {
+		return catalog.ObjectRef{Kind: e.DeletionRoot.Kind, Namespace: e.DeletionRoot.Namespace, Name: e.DeletionRoot.Name}
+	}
+	return catalog.ObjectRef{Kind: e.Resource.Kind, Namespace: e.Resource.Namespace, Name: e.Resource.Name}
 }
 
 // explainPurged explains a purged resource from its tombstone, and lists
@@ -326,7 +347,8 @@ func writeTree(w io.Writer, e *Explanation, first, rest string) error {
 // a referrer entered by its cascade): its dependents and the referrers
 // holding a cascade reference to it that are still Deleting.
 func (c *Collector) explainPurged(ctx context.Context, k catalog.Key, ts *catalog.Tombstone) (*Explanation, error) {
-	e := &Explanation{Resource: k, Phase: catalog.PhasePurged, Reason: "purged at " + ts.PurgedAt.Format("2006-01-02T15:04:05Z07:00") + " by " + ts.Actor, WaitingFor: []*Explanation{}}
+	e := &Explanation{Resource: k, Phase: catalog.PhasePurged, Reason: "purged at " + ts.PurgedAt.Format("2006-01-02T15:04:05Z07:00") + " by " + ts.Actor,
+		DeletionRoot: ts.DeletionRoot, WaitingFor: []*Explanation{}}
 	st := newExplainState()
 	var left []*catalog.Resource
 	var why []string

@@ -419,7 +419,7 @@ const AuditCascadeDelete = "cascade-delete"
 // skips a grace window only when the cascade is forced (force-delete,
 // saying so), and is audited as a cascade-delete otherwise.
 func (c *Collector) enterCascade(ctx context.Context, parent, d *catalog.Resource, prop Propagation, reason string) (*catalog.Resource, error) {
-	return c.enterAs(ctx, d, prop, reason+skipped(parent, d), forced(parent), false, AuditCascadeDelete)
+	return c.enterAs(ctx, d, prop, reason+skipped(parent, d), forced(parent), false, AuditCascadeDelete, rootOf(parent))
 }
 
 // enter moves r to Deleting with the collector's finalizers. With queue,
@@ -432,10 +432,12 @@ func (c *Collector) enterCascade(ctx context.Context, parent, d *catalog.Resourc
 // its items and purges it. The delete-actions finalizer is set only when
 // a plugin selects the resource.
 func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool) (*catalog.Resource, error) {
-	return c.enterAs(ctx, r, prop, reason, force, queue, "")
+	return c.enterAs(ctx, r, prop, reason, force, queue, "", nil)
 }
 
-func (c *Collector) enterAs(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool, action string) (*catalog.Resource, error) {
+// enterAs is enter with the audit action, and root: the cascade's root
+// (nil for a requested deletion).
+func (c *Collector) enterAs(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool, action string, root *catalog.ObjectRef) (*catalog.Resource, error) {
 	if action != "" && force && skippedWindow(r) {
 		action = "" // force-delete: a window skipped
 	}
@@ -459,7 +461,7 @@ func (c *Collector) enterAs(ctx context.Context, r *catalog.Resource, prop Propa
 		}
 	}
 	return c.st.Delete(ctx, r.Key(), catalog.DeleteOptions{
-		Propagation: catalog.Propagation(prop), Finalizers: fins, Force: force, Reason: reason, Action: action,
+		Propagation: catalog.Propagation(prop), Finalizers: fins, Force: force, Reason: reason, Action: action, Root: root,
 	})
 }
 

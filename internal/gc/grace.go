@@ -50,14 +50,15 @@ func (c *Collector) inGrace(r, d *catalog.Resource) bool {
 	return d.Phase == catalog.PhaseActive && graceOf(d) > 0
 }
 
-// scheduleInCascade moves d, reached by r's cascade, to Scheduled for its
-// own grace window (when it is not Scheduled already), keeping the
-// propagation it will be deleted with. It returns d as it is now.
-func (c *Collector) scheduleInCascade(ctx context.Context, d *catalog.Resource, prop Propagation, reason string) (*catalog.Resource, error) {
+// scheduleInCascade moves d, reached by parent's cascade, to Scheduled
+// for its own grace window (when it is not Scheduled already), keeping
+// the propagation it will be deleted with and the cascade's root. It
+// returns d as it is now.
+func (c *Collector) scheduleInCascade(ctx context.Context, parent, d *catalog.Resource, prop Propagation, reason string) (*catalog.Resource, error) {
 	if d.Phase == catalog.PhaseScheduled {
 		return d, nil
 	}
-	nd, err := c.st.Schedule(c.actor(ctx), d.Key(), catalog.ScheduleOptions{Delay: graceOf(d), Propagation: catalog.Propagation(prop),
+	nd, err := c.st.Schedule(c.actor(ctx), d.Key(), catalog.ScheduleOptions{Delay: graceOf(d), Propagation: catalog.Propagation(prop), Root: rootOf(parent),
 		Reason: reason + "; its own grace window (" + catalog.AnnotationDeletionDelay + "=" + d.Annotations[catalog.AnnotationDeletionDelay] + ")"})
 	if errors.Is(err, catalog.ErrInvalidTransition) {
 		return d, nil // moved on meanwhile; its next event wakes us

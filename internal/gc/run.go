@@ -379,7 +379,7 @@ func (c *Collector) claimAndStep(ctx context.Context, uid string) error {
 		case errors.Is(gerr, catalog.ErrNotFound):
 			// A purged owner: its dependents lose it (no lease needed:
 			// every write is conditional, and idempotent).
-			return c.ownerGone(ctx, uid, 0)
+			return c.ownerGone(ctx, uid, nil, 0)
 		case gerr != nil:
 			return gerr
 		case r.Phase != catalog.PhaseDeleting:

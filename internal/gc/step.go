@@ -58,7 +58,7 @@ type waits struct {
 func (c *Collector) step(ctx context.Context, uid string, depth int) (result, error) {
 	r, err := c.st.GetByUID(ctx, uid)
 	if errors.Is(err, catalog.ErrNotFound) {
-		return result{done: true}, c.ownerGone(ctx, uid, depth)
+		return result{done: true}, c.ownerGone(ctx, uid, nil, depth)
 	}
 	if err != nil {
 		return result{}, err
@@ -184,7 +184,7 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 					}
 					continue
 				}
-				nd, err := c.scheduleInCascade(ctx, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
+				nd, err := c.scheduleInCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")"+inCascadeOf(r))
 				if err != nil {
 					return result{}, err
 				}
@@ -214,7 +214,7 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 			}
 			if c.leaf(d) && skipped(r, d) == "" {
 				fast = append(fast, catalog.CollectItem{UID: d.UID, ResourceVersion: d.ResourceVersion,
-					Reason: "owner " + r.Key().String() + " deleted (" + string(policy) + "); nothing held it"})
+					Reason: "owner " + r.Key().String() + " deleted (" + string(policy) + ")" + inCascadeOf(r) + "; nothing held it"})
 				slow[d.UID] = d
 				continue
 			}
@@ -223,7 +223,7 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 					return result{}, err
 				}
 			}
-			nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
+			nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")"+inCascadeOf(r))
 			if errors.Is(err, catalog.ErrInvalidTransition) {
 				// Moved on meanwhile (another step moved it to Deleting):
 				// still waited for; its next event wakes us.
@@ -262,7 +262,7 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 						return result{}, err
 					}
 				}
-				nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")")
+				nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")"+inCascadeOf(r))
 				if errors.Is(err, catalog.ErrInvalidTransition) {
 					if edge := ownerEdge(d, r.UID); edge != nil && policy == Foreground && edge.BlockOwnerDeletion {
 						if w.dependents, err = c.stillThere(ctx, w.dependents, d); err != nil {
@@ -298,7 +298,7 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 				}
 			case catalog.RefCascade:
 				if x.Phase != catalog.PhaseDeleting && c.inGrace(r, x) {
-					nx, err := c.scheduleInCascade(ctx, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted")
+					nx, err := c.scheduleInCascade(ctx, r, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted"+inCascadeOf(r))
 					if err != nil {
 						return result{}, err
 					}
@@ -321,7 +321,7 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 						return result{}, err
 					}
 				}
-				nx, err := c.enterCascade(ctx, r, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted")
+				nx, err := c.enterCascade(ctx, r, x, Propagation(x.PropagationPolicy), "cascade reference to "+r.Key().String()+", which is being deleted"+inCascadeOf(r))
 				if errors.Is(err, catalog.ErrInvalidTransition) {
 					if policy == Foreground {
 						if w.cascaders, err = c.stillThere(ctx, w.cascaders, x); err != nil {
@@ -455,7 +455,7 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 					c.log.Warn("clearing the retry rows of a purged resource", "resource", r.Key(), "error", err)
 				}
 			}
-			return result{done: true}, c.ownerGone(ctx, r.UID, depth)
+			return result{done: true}, c.ownerGone(ctx, r.UID, rootOf(r), depth)
 		case errors.Is(err, catalog.ErrNotFound):
 			return result{done: true}, nil
 		case errors.Is(err, catalog.ErrInvalidTransition):
@@ -658,7 +658,7 @@ func (c *Collector) purgeBackup(ctx context.Context, r *catalog.Resource, depth 
 	}
 	if _, err := c.st.GetByUID(ctx, r.UID); errors.Is(err, catalog.ErrNotFound) {
 		c.markDone(r.UID)
-		return result{done: true}, c.ownerGone(ctx, r.UID, depth)
+		return result{done: true}, c.ownerGone(ctx, r.UID, rootOf(r), depth)
 	} else if err != nil {
 		return result{}, err
 	}
@@ -688,7 +688,26 @@ func skippedWindow(d *catalog.Resource) bool {
 }
 
 func purgeReason(r *catalog.Resource) string {
-	return "garbage collected (" + string(r.PropagationPolicy) + "): every finalizer removed"
+	return "garbage collected (" + string(r.PropagationPolicy) + "): every finalizer removed" + inCascadeOf(r)
+}
+
+// rootOf is the root of the cascade r's deletion belongs to: its
+// DeletionRoot, or r itself (its own deletion was requested).
+func rootOf(r *catalog.Resource) *catalog.ObjectRef {
+	if r.DeletionRoot != nil {
+		return r.DeletionRoot
+	}
+	ref := r.Ref()
+	return &ref
+}
+
+// inCascadeOf names, in an audit reason, the root of the cascade r
+// belongs to, when it is not r itself (whose name the reason says).
+func inCascadeOf(r *catalog.Resource) string {
+	if r.DeletionRoot == nil || r.DeletionRoot.UID == r.UID {
+		return ""
+	}
+	return ", in the cascade of " + r.DeletionRoot.String()
 }
 
 func (c *Collector) actor(ctx context.Context) context.Context {
@@ -698,13 +717,14 @@ func (c *Collector) actor(ctx context.Context) context.Context {
 // ownerGone handles the dependents of a purged owner: each is deleted
 // (Background) unless another owner remains, in which case it only loses
 // the edge. Dependents already Deleting are left to their own items.
-func (c *Collector) ownerGone(ctx context.Context, uid string, depth int) error {
+// root is the cascade the owner was purged in (nil: the owner's own).
+func (c *Collector) ownerGone(ctx context.Context, uid string, root *catalog.ObjectRef, depth int) error {
 	ctx, _ = inPass(ctx)
 	deps, err := c.st.Dependents(ctx, uid)
 	if err != nil || len(deps) == 0 {
 		return err
 	}
-	gone := &catalog.Resource{UID: uid, Kind: "(purged owner)", Name: uid}
+	gone := &catalog.Resource{UID: uid, Kind: "(purged owner)", Name: uid, DeletionRoot: root}
 	var entered []*catalog.Resource
 	for _, d := range deps {
 		edge := ownerEdge(d, uid)
@@ -726,12 +746,12 @@ func (c *Collector) ownerGone(ctx context.Context, uid string, depth int) error 
 		if c.inGrace(&catalog.Resource{}, d) {
 			// Its own grace window first (its owner is gone: nothing
 			// waits for it).
-			if _, err := c.scheduleInCascade(ctx, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged"); err != nil {
+			if _, err := c.scheduleInCascade(ctx, gone, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged"+inCascadeOf(gone)); err != nil {
 				return err
 			}
 			continue
 		}
-		nd, err := c.enterCascade(ctx, &catalog.Resource{}, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged")
+		nd, err := c.enterCascade(ctx, gone, d, Background, "owner "+edge.Kind+"/"+edge.Name+" purged"+inCascadeOf(gone))
 		if errors.Is(err, catalog.ErrInvalidTransition) {
 			continue
 		}

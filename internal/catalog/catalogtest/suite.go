@@ -98,6 +98,8 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Counts", func(t *testing.T) { testCounts(t, newStore) })
 	t.Run("WriteClosingACycleIsRefused", func(t *testing.T) { testWriteClosingACycleIsRefused(t, newStore) })
 	t.Run("ConcurrentWritesNeverStoreACycle", func(t *testing.T) { testConcurrentWritesNeverStoreACycle(t, newStore) })
+	t.Run("UndeleteLeavesTheCascades", func(t *testing.T) { testUndeleteLeavesTheCascades(t, newStore) })
+	t.Run("DeletionRoot", func(t *testing.T) { testDeletionRoot(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {

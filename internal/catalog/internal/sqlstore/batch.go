@@ -66,7 +66,7 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 					next.UID = id.String()
 				}
 				next.Phase = catalog.PhaseActive
-				next.DeletionDueAt, next.DeletionTimestamp, next.PropagationPolicy = nil, nil, ""
+				next.DeletionDueAt, next.DeletionTimestamp, next.PropagationPolicy, next.DeletionRoot = nil, nil, "", nil
 				next.CreatedAt = now
 				action, evType = "create", catalog.EventAdded
 				grew = append(grew, next)

@@ -37,7 +37,7 @@ func (s *Store) Schedule(ctx context.Context, k catalog.Key, opts catalog.Schedu
 	if err := validPropagation(opts.Propagation); err != nil {
 		return nil, err
 	}
-	return s.mutate(ctx, mutation{key: k, action: "schedule", actor: catalog.ActorFrom(ctx), reason: opts.Reason,
+	return s.mutate(ctx, mutation{key: k, action: "schedule", actor: catalog.ActorFrom(ctx), reason: opts.Reason, rootDetails: true,
 		apply: func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error) {
 			if cur.Phase != catalog.PhaseActive {
 				return nil, transitionErr(cur, catalog.PhaseScheduled, "only an Active resource can be scheduled for deletion")
@@ -46,29 +46,11 @@ func (s *Store) Schedule(ctx context.Context, k catalog.Key, opts catalog.Schedu
 			cur.Phase = catalog.PhaseScheduled
 			cur.DeletionDueAt = &due
 			cur.PropagationPolicy = opts.Propagation
+			cur.DeletionRoot = opts.Root
 			if cur.Annotations == nil {
 				cur.Annotations = map[string]string{}
 			}
 			cur.Annotations[catalog.AnnotationDeletionScheduledAt] = now.Format(time.RFC3339Nano)
-			return cur, nil
-		}})
-}
-
-// Undelete implements catalog.Store. It works until the resource enters
-// Deleting, even after the delay has expired.
-func (s *Store) Undelete(ctx context.Context, k catalog.Key, reason string) (*catalog.Resource, error) {
-	return s.mutate(ctx, mutation{key: k, action: "undelete", actor: catalog.ActorFrom(ctx), reason: reason,
-		apply: func(cur *catalog.Resource, _ time.Time) (*catalog.Resource, error) {
-			if cur.Phase != catalog.PhaseScheduled {
-				return nil, transitionErr(cur, catalog.PhaseActive, "only a Scheduled resource can be undeleted")
-			}
-			cur.Phase = catalog.PhaseActive
-			cur.DeletionDueAt = nil
-			cur.PropagationPolicy = ""
-			delete(cur.Annotations, catalog.AnnotationDeletionScheduledAt)
-			if len(cur.Annotations) == 0 {
-				cur.Annotations = nil
-			}
 			return cur, nil
 		}})
 }
@@ -87,7 +69,7 @@ func (s *Store) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOp
 	if opts.Action != "" {
 		action = opts.Action
 	}
-	return s.mutate(ctx, mutation{key: k, action: action, actor: catalog.ActorFrom(ctx), reason: opts.Reason,
+	return s.mutate(ctx, mutation{key: k, action: action, actor: catalog.ActorFrom(ctx), reason: opts.Reason, rootDetails: true,
 		apply: func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error) {
 			if opts.OnlyIfScheduled && cur.Phase != catalog.PhaseScheduled {
 				return nil, transitionErr(cur, catalog.PhaseDeleting, "no longer Scheduled (undeleted meanwhile?)")
@@ -103,6 +85,9 @@ func (s *Store) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOp
 				return nil, transitionErr(cur, catalog.PhaseDeleting, "already Deleting")
 			}
 			cur.PropagationPolicy = cmpOr(opts.Propagation, cur.PropagationPolicy, catalog.PropagationForeground)
+			if opts.Root != nil {
+				cur.DeletionRoot = opts.Root
+			}
 			cur.Phase = catalog.PhaseDeleting
 			cur.DeletionDueAt = nil
 			ts := now
@@ -199,7 +184,8 @@ func (s *Store) Purge(ctx context.Context, k catalog.Key, opts catalog.PurgeOpti
 		if opts.Force {
 			action = "force-purge"
 		}
-		ts := catalog.Tombstone{Key: k, UID: cur.UID, PurgedAt: now, Actor: catalog.ActorFrom(ctx), Reason: opts.Reason, Details: opts.Details}
+		ts := catalog.Tombstone{Key: k, UID: cur.UID, PurgedAt: now, Actor: catalog.ActorFrom(ctx), Reason: opts.Reason, Details: opts.Details,
+			DeletionRoot: cur.DeletionRoot}
 		tsDoc, err := encode(ts)
 		if err != nil {
 			return err

@@ -59,7 +59,7 @@ func (s *Store) CreateBatch(ctx context.Context, rs []*catalog.Resource) ([]*cat
 			r.UID = id.String()
 		}
 		r.Phase = catalog.PhaseActive
-		r.DeletionDueAt, r.DeletionTimestamp, r.PropagationPolicy = nil, nil, ""
+		r.DeletionDueAt, r.DeletionTimestamp, r.PropagationPolicy, r.DeletionRoot = nil, nil, "", nil
 		r.CreatedAt, r.UpdatedAt = now, now
 		out[i] = r
 	}
@@ -348,6 +348,7 @@ func updated(cur, r *catalog.Resource) (*catalog.Resource, error) {
 	next.DeletionDueAt = cur.DeletionDueAt
 	next.DeletionTimestamp = cur.DeletionTimestamp
 	next.PropagationPolicy = cur.PropagationPolicy
+	next.DeletionRoot = cur.DeletionRoot
 	next.CreatedAt = cur.CreatedAt
 	return next, nil
 }

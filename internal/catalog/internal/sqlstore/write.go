@@ -99,7 +99,10 @@ type mutation struct {
 	reason       string
 	details      json.RawMessage
 	rewriteEdges bool
-	apply        func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error)
+	// rootDetails: the audit entry's details name the new state's
+	// DeletionRoot, when it has one (Schedule, Delete).
+	rootDetails bool
+	apply       func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error)
 }
 
 // mutate runs m in a write transaction: it reserves a version, loads the
@@ -135,9 +138,15 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 				Stmt{SQL: `DELETE FROM reference_edges WHERE referrer_uid = $1`, Args: []any{next.UID}})
 			stmts = append(stmts, edgeStmts(next)...)
 		}
+		details := m.details
+		if m.rootDetails && next.DeletionRoot != nil && len(details) == 0 {
+			if details, err = rootDetails(next.DeletionRoot); err != nil {
+				return err
+			}
+		}
 		stmts = append(stmts, ch, auditStmt(catalog.AuditEntry{Time: now, Actor: m.actor, Action: m.action,
 			Kind: next.Kind, Namespace: next.Namespace, Name: next.Name, UID: next.UID,
-			FromPhase: cur.Phase, ToPhase: next.Phase, Reason: m.reason, Details: m.details}))
+			FromPhase: cur.Phase, ToPhase: next.Phase, Reason: m.reason, Details: details}))
 		if m.rewriteEdges && grewEdges(cur, next) {
 			// A new edge: the cycle check reads the rows just written.
 			if err := q.ExecBatch(ctx, stmts); err != nil {
@@ -161,4 +170,16 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 		return nil, s.mapErr(err)
 	}
 	return out, nil
+}
+
+// rootDetails is the details of an audit entry naming a cascade's root:
+// {"deletionRoot": {"kind", "namespace", "name", "uid"}}.
+func rootDetails(root *catalog.ObjectRef) (json.RawMessage, error) {
+	b, err := json.Marshal(struct {
+		Root *catalog.ObjectRef `json:"deletionRoot"`
+	}{root})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", catalog.ErrInvalid, err)
+	}
+	return b, nil
 }
