@@ -52,7 +52,11 @@ A deletion refuses to start, and changes nothing, when a plugin the backup
 expects (recorded at create or sync) is not installed or cannot start, or
 when no plugin is installed at all. Install the plugins; or say
 --no-plugins when an empty plugin folder is intended; or, for a plugin gone
-for good, --skip-plugin NAME --abandon.
+for good, --skip-plugin NAME --abandon. --skip-plugin also takes a plugin
+installed after the backup's registration and removed since, whose failed
+or blocked items it skips. Plugins that will see the backup's items
+although they were not installed when it was registered, and binaries
+the plugin lock file does not list, are named in a warning.
 
 A backup takes part in the garbage collector's graph: it can own resources
 (a VolumeSnapshot with an ownerReference to it) and be the target of
