@@ -191,6 +191,7 @@ func (a *app) retryQueue(ctx context.Context) (*retry.Queue, error) {
 			retry.KindResource:   wake,
 			retry.KindWait:       wake,
 			retry.KindBackupItem: deletion.SyncStuck(st, func() *retry.Queue { return q }, time.Now),
+			retry.KindLocation:   deletion.SyncStuck(st, func() *retry.Queue { return q }, time.Now),
 		}})
 	if err != nil {
 		return nil, usageError{err}
@@ -277,8 +278,8 @@ func newRetryListCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if kind != "" && !slices.Contains([]string{retry.KindBackupItem, retry.KindResource, retry.KindWait}, kind) {
-			return usageError{fmt.Errorf("--type %q: use BackupItem, Resource or Wait", kind)}
+		if kind != "" && !slices.Contains([]string{retry.KindBackupItem, retry.KindResource, retry.KindWait, retry.KindLocation}, kind) {
+			return usageError{fmt.Errorf("--type %q: use BackupItem, Resource, Wait or Location", kind)}
 		}
 		q, err := a.retryQueue(cmd.Context())
 		if err != nil {

@@ -101,6 +101,7 @@ func (d *Deleter) RunWork(ctx context.Context, w *catalog.WorkItem, opts Options
 		return nil, d.parkLocation(ctx, b, w, err)
 	}
 	d.setLocationCondition(ctx, r, nil)
+	d.clearLocationWait(ctx, b)
 	return d.runLeased(ctx, b, w, opts)
 }
 
