@@ -266,7 +266,7 @@ func newRetryListCmd(a *app) *cobra.Command {
 	}
 	out := outputFlag(c, "table")
 	c.Flags().StringVar(&state, "state", "", "only rows in this state: retryable, running or discarded")
-	c.Flags().StringVar(&kind, "type", "", "only rows of this type: BackupItem, Resource or Wait")
+	c.Flags().StringVar(&kind, "type", "", "only rows of this type: BackupItem, Resource, Wait or Location")
 	// --kind was the flag's name when a row's type was its kind.
 	c.Flags().StringVar(&kind, "kind", "", "only rows of this type (as --type)")
 	_ = c.Flags().MarkHidden("kind")
@@ -316,7 +316,7 @@ const kindRetryItem = "RetryItem"
 type retryItemView struct {
 	*catalog.RetryRow
 	Kind string `json:"kind"` // always RetryItem; hides the row's kind
-	Type string `json:"type"` // BackupItem, Resource or Wait
+	Type string `json:"type"` // BackupItem, Resource, Wait or Location
 }
 
 func retryItem(r *catalog.RetryRow) retryItemView {
