@@ -110,6 +110,15 @@ func (s *Server) runBackupRetry(ctx context.Context, rows []*catalog.RetryRow) e
 // its row is put off on the queue's backoff, without an attempt and
 // without claiming the deletion's work item; back, the deletion runs.
 func (s *Server) runLocationRetry(ctx context.Context, rows []*catalog.RetryRow) error {
+	r, err := s.cfg.Store.GetByUID(ctx, rows[0].OwnerUID)
+	if errors.Is(err, catalog.ErrNotFound) || (err == nil && r.Phase != catalog.PhaseDeleting) {
+		// Purged, or no longer being deleted: nothing waits any more.
+		_, err := s.cfg.Deleter.Retry().Store().DeleteRetries(ctx, rows[0].Key, nil)
+		return err
+	}
+	if err != nil {
+		return err
+	}
 	rep, err := s.cfg.Deleter.RecheckLocation(ctx, rows[0].OwnerUID, deletion.Options{NoPlugins: s.cfg.NoPlugins, Unattended: true})
 	s.notePluginMissing(rows[0].OwnerUID, err)
 	var held *catalog.LeaseHeldError
