@@ -75,12 +75,16 @@ type Locations struct {
 	open map[string]Store
 	// ro are the read-only locations (see readonly.go).
 	ro map[string]bool
+	// creds are the locations with static credentials of their own
+	// (SetCredentials).
+	creds map[string][2]string
 }
 
 // NewLocations returns Locations around the configured store def. cfg
 // (nil: the zero Config) applies to the other locations; it must not carry
-// another location's static credentials: those come from the environment
-// (AWS_ACCESS_KEY_ID, shared config files, ...).
+// another location's static credentials: those are set per location
+// (SetCredentials), or come from the environment (AWS_ACCESS_KEY_ID,
+// shared config files, ...).
 func NewLocations(def Store, cfg *Config) *Locations {
 	l := &Locations{def: def, open: map[string]Store{}}
 	if cfg != nil {
@@ -96,8 +100,9 @@ func NewLocations(def Store, cfg *Config) *Locations {
 func (l *Locations) Default() Store { return l.def }
 
 // Open returns the store at location: Default when location is empty or
-// names the same place. Another location is opened with the credentials
-// of the environment, and must exist (a file:// folder) or answer (an
+// names the same place. Another location is opened with its own
+// credentials (SetCredentials), else those of the environment, and must
+// exist (a file:// folder) or answer (an
 // s3:// bucket); otherwise the error wraps ErrUnavailable and names the
 // location, without credentials.
 func (l *Locations) Open(ctx context.Context, location string) (Store, error) {
@@ -123,7 +128,11 @@ func (l *Locations) Open(ctx context.Context, location string) (Store, error) {
 	if s, ok := l.open[loc]; ok {
 		return s, nil
 	}
-	s, err := OpenConfig(ctx, loc, &l.cfg)
+	cfg := l.cfg
+	if c, ok := l.creds[loc]; ok {
+		cfg.AccessKeyID, cfg.SecretAccessKey = c[0], c[1]
+	}
+	s, err := OpenConfig(ctx, loc, &cfg)
 	if err != nil {
 		return nil, &UnavailableError{Location: loc, Cause: oneLine(err)}
 	}
@@ -133,7 +142,7 @@ func (l *Locations) Open(ctx context.Context, location string) (Store, error) {
 			cause := "the bucket does not exist"
 			switch {
 			case err != nil && strings.Contains(err.Error(), "credentials"):
-				cause = "no credentials for it: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment"
+				cause = "no credentials for it: give it a credentials-file, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment"
 			case err != nil:
 				cause = oneLine(err)
 			}
@@ -142,6 +151,22 @@ func (l *Locations) Open(ctx context.Context, location string) (Store, error) {
 	}
 	l.open[loc] = s
 	return s, nil
+}
+
+// SetCredentials gives the location at url static S3 credentials of its
+// own (a location's credentials-file), used when Open opens it instead of
+// the environment's. Set them before the location is first opened.
+func (l *Locations) SetCredentials(url, accessKeyID, secretAccessKey string) {
+	loc, err := Location(url)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.creds == nil {
+		l.creds = map[string][2]string{}
+	}
+	l.creds[loc] = [2]string{accessKeyID, secretAccessKey}
 }
 
 // Close closes the locations Open opened (not Default).

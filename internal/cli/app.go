@@ -101,7 +101,14 @@ func (a *app) storage(ctx context.Context) (blobstore.Store, error) {
 	if err := a.init(); err != nil {
 		return nil, err
 	}
-	b, err := blobstore.OpenConfig(ctx, a.g.storage, &blobstore.Config{MustExist: !a.g.storageDefault && !a.g.createStorage})
+	cfg := &blobstore.Config{MustExist: !a.g.storageDefault && !a.g.createStorage}
+	if a.g.locs.set != nil {
+		// The default location's own credentials (credentials-file).
+		if c := a.g.locs.set.Default().Credentials; c != nil {
+			cfg.AccessKeyID, cfg.SecretAccessKey = c.AccessKeyID, c.SecretAccessKey
+		}
+	}
+	b, err := blobstore.OpenConfig(ctx, a.g.storage, cfg)
 	if errors.Is(err, blobstore.ErrNotExist) {
 		return nil, usageError{fmt.Errorf("--storage %s: the folder does not exist; check the path, or pass --create-storage to create it", termtext.Quote(a.g.storage))}
 	}

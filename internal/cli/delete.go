@@ -52,7 +52,11 @@ A deletion refuses to start, and changes nothing, when a plugin the backup
 expects (recorded at create or sync) is not installed or cannot start, or
 when no plugin is installed at all. Install the plugins; or say
 --no-plugins when an empty plugin folder is intended; or, for a plugin gone
-for good, --skip-plugin NAME --abandon.
+for good, --skip-plugin NAME --abandon. --skip-plugin also takes a plugin
+installed after the backup's registration and removed since, whose failed
+or blocked items it skips. Plugins that will see the backup's items
+although they were not installed when it was registered, and binaries
+the plugin lock file does not list, are named in a warning.
 
 A backup takes part in the garbage collector's graph: it can own resources
 (a VolumeSnapshot with an ownerReference to it) and be the target of
@@ -228,6 +232,7 @@ plugin is installed, or live resources hold block references to the backup
 			if plan.Rejected != "" {
 				return errors.New(termtext.Quote(plan.Rejected))
 			}
+			a.printWarnings(plan.Warnings)
 			q := fmt.Sprintf("Delete backup %s (%d items, %s)?", termtext.Quote(name), plan.TotalItems, pluginSummary(plan))
 			if plan.DueAt != nil {
 				q = fmt.Sprintf("Schedule the deletion of backup %s for %s?", termtext.Quote(name), plan.DueAt.Local().Format(time.RFC3339))
@@ -262,6 +267,7 @@ plugin is installed, or live resources hold block references to the backup
 			}
 		} else {
 			a.printReport(rep)
+			a.printWarnings(rep.Warnings)
 		}
 		if abandon && rep.Result == deletion.ResultScheduled {
 			fmt.Fprintln(a.s.Err, "Note: --abandon applies to a deletion that runs now; this one waits in its grace window (add --force to run it now).")
@@ -358,10 +364,25 @@ func pluginSummary(p *deletion.Plan) string {
 	return "plugins " + strings.Join(parts, ", ")
 }
 
+// printWarnings writes a deletion's warnings on stderr, one line each.
+func (a *app) printWarnings(warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(a.s.Err, "Warning: %s\n", termtext.Quote(w))
+	}
+}
+
 func (a *app) printPlan(p *deletion.Plan) {
 	w := a.s.Out
 	fmt.Fprintf(w, "Plan for deleting backup %s (dry run: nothing changes)\n", termtext.Quote(p.Backup))
 	fmt.Fprintf(w, "Phase:     %s\n", termtext.Quote(string(p.Phase)))
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(w, "WARNING:   %s\n", termtext.Quote(warn))
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Skipped)) {
+		sk := p.Skipped[name]
+		fmt.Fprintf(w, "SKIPPED:   plugin %s (--skip-plugin): items it would receive, abandoned: %d, e.g. %s\n",
+			termtext.Quote(name), sk.Items, strings.Join(quoteAll(sk.Samples), ", "))
+	}
 	if p.Rejected != "" {
 		fmt.Fprintf(w, "REJECTED:  %s\n", termtext.Quote(p.Rejected))
 		fmt.Fprintln(w, "The deletion would stop before any plugin runs; nothing would change.")

@@ -43,6 +43,10 @@ type reportView struct {
 	// WaitingFor says what holds a backup whose result is "waiting": its
 	// items are settled, its cascade is not done.
 	WaitingFor []string `json:"waitingFor,omitempty"`
+	// Warnings name the plugins that received the backup's items
+	// although they were not installed when it was registered, and the
+	// binaries the plugin lock file does not list.
+	Warnings []string `json:"warnings,omitempty"`
 	// Error is set, in a list, for a backup whose deletion failed.
 	Error string `json:"error,omitempty"`
 }
@@ -54,6 +58,7 @@ func newReportView(r *deletion.Report) *reportView {
 		TarballProblem: r.TarballProblem, Purged: r.Purged, Forced: r.Forced, Skipped: r.Skipped,
 		VolumeSnapshotsSent: r.SnapshotsSent,
 		WaitingFor:          r.WaitingFor,
+		Warnings:            r.Warnings,
 	}
 	if !r.DueAt.IsZero() {
 		due := r.DueAt
@@ -214,6 +219,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 			l = append(l, newReportView(rep))
 		} else {
 			a.printReport(rep)
+			a.printWarnings(rep.Warnings)
 		}
 		incomplete = incomplete || rep.Result == deletion.ResultIncomplete
 		if rep.Result == deletion.ResultWaiting {

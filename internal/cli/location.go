@@ -20,6 +20,9 @@ type locationView struct {
 	URL      string `json:"url"`
 	Default  bool   `json:"default"`
 	ReadOnly bool   `json:"readOnly"`
+	// CredentialsFile is the location's own credentials file, when it
+	// has one (else its credentials come from the environment).
+	CredentialsFile string `json:"credentialsFile,omitempty"`
 	// Phase, LastCheckTime and LastError are this command's own check,
 	// made now: unknown is never shown as available.
 	Phase         string     `json:"phase"`
@@ -34,11 +37,15 @@ func newLocationCmd(a *app) *cobra.Command {
 		Use:     "location",
 		Aliases: []string{"locations", "backup-location"},
 		Short:   "Show the backup storage locations (--location, or --storage as the one named default)",
-		Long: `Storage locations are declared with --location NAME=URL[,default][,readOnly]
+		Long: `Storage locations are declared with
+--location NAME=URL[,default][,readOnly][,credentials-file=FILE]
 (repeatable, or the config file's location: list); --storage URL is the
-shortcut for one location named default. Credentials come from the
-environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...), never from the command
-line: a URL that carries them is refused.
+shortcut for one location named default. An s3:// location's credentials
+come from its credentials-file, an AWS credentials file ([default] with
+aws_access_key_id and aws_secret_access_key, as Velero's
+credentials-velero) that only its owner may read or write (chmod 600),
+else from the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...); never
+from the command line: a URL that carries them is refused.
 
 list and get check each location now: Available when it answers, else
 Unavailable with the error. They show how many backups of the catalog are
@@ -146,7 +153,7 @@ func (a *app) locationViews(ctx context.Context, set storageloc.Set) ([]*locatio
 	}
 	var out []*locationView
 	for _, l := range set {
-		v := &locationView{Kind: storageloc.Kind, Name: l.Name, URL: l.URL, Default: l.Default, ReadOnly: l.ReadOnly,
+		v := &locationView{Kind: storageloc.Kind, Name: l.Name, URL: l.URL, Default: l.Default, ReadOnly: l.ReadOnly, CredentialsFile: l.CredentialsFile,
 			Phase: storageloc.PhaseAvailable, LastCheckTime: time.Now().UTC().Truncate(time.Second), Backups: counts[l.Name]}
 		if _, err := storageloc.Check(ctx, locs, l); err != nil {
 			v.Phase, v.LastError = storageloc.PhaseUnavailable, err.Error()

@@ -19,7 +19,7 @@ type locationFlags struct {
 }
 
 func (l *locationFlags) add(pf *pflag.FlagSet) {
-	pf.StringArrayVar(&l.specs, "location", nil, "a named backup storage location NAME=URL[,default][,readOnly] (repeatable; env LETHE_LOCATIONS, one a line; credentials from the environment); --storage URL is the shortcut for one location named default")
+	pf.StringArrayVar(&l.specs, "location", nil, "a named backup storage location NAME=URL[,default][,readOnly][,credentials-file=FILE] (repeatable; env LETHE_LOCATIONS, one a line; credentials from FILE, an AWS credentials file of mode 0600, else from the environment); --storage URL is the shortcut for one location named default")
 }
 
 // resolve checks the declared locations; with some declared, --storage
@@ -79,6 +79,9 @@ func (a *app) storageLocations(ctx context.Context) (*blobstore.Locations, error
 	for _, l := range set {
 		if l.ReadOnly {
 			a.locations.SetReadOnly(l.URL)
+		}
+		if c := l.Credentials; c != nil {
+			a.locations.SetCredentials(l.URL, c.AccessKeyID, c.SecretAccessKey)
 		}
 	}
 	return a.locations, nil

@@ -191,6 +191,7 @@ func (a *app) retryQueue(ctx context.Context) (*retry.Queue, error) {
 			retry.KindResource:   wake,
 			retry.KindWait:       wake,
 			retry.KindBackupItem: deletion.SyncStuck(st, func() *retry.Queue { return q }, time.Now),
+			retry.KindLocation:   deletion.SyncStuck(st, func() *retry.Queue { return q }, time.Now),
 		}})
 	if err != nil {
 		return nil, usageError{err}
@@ -265,7 +266,7 @@ func newRetryListCmd(a *app) *cobra.Command {
 	}
 	out := outputFlag(c, "table")
 	c.Flags().StringVar(&state, "state", "", "only rows in this state: retryable, running or discarded")
-	c.Flags().StringVar(&kind, "type", "", "only rows of this type: BackupItem, Resource or Wait")
+	c.Flags().StringVar(&kind, "type", "", "only rows of this type: BackupItem, Resource, Wait or Location")
 	// --kind was the flag's name when a row's type was its kind.
 	c.Flags().StringVar(&kind, "kind", "", "only rows of this type (as --type)")
 	_ = c.Flags().MarkHidden("kind")
@@ -277,8 +278,8 @@ func newRetryListCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if kind != "" && !slices.Contains([]string{retry.KindBackupItem, retry.KindResource, retry.KindWait}, kind) {
-			return usageError{fmt.Errorf("--type %q: use BackupItem, Resource or Wait", kind)}
+		if kind != "" && !slices.Contains([]string{retry.KindBackupItem, retry.KindResource, retry.KindWait, retry.KindLocation}, kind) {
+			return usageError{fmt.Errorf("--type %q: use BackupItem, Resource, Wait or Location", kind)}
 		}
 		q, err := a.retryQueue(cmd.Context())
 		if err != nil {
@@ -315,7 +316,7 @@ const kindRetryItem = "RetryItem"
 type retryItemView struct {
 	*catalog.RetryRow
 	Kind string `json:"kind"` // always RetryItem; hides the row's kind
-	Type string `json:"type"` // BackupItem, Resource or Wait
+	Type string `json:"type"` // BackupItem, Resource, Wait or Location
 }
 
 func retryItem(r *catalog.RetryRow) retryItemView {

@@ -227,10 +227,15 @@ type Options struct {
 	// audited as a force-purge with every item not settled and the skipped
 	// plugins. The CLI sets it only for --abandon; --force never implies it.
 	ForcePurge bool
-	// SkipPlugins are expected plugins gone for good that this deletion
-	// runs without (see CheckPlugins); their items are abandoned, so it
-	// needs ForcePurge to purge.
+	// SkipPlugins are plugins gone for good that this deletion runs
+	// without (see CheckPlugins): plugins the backup expects, or plugins
+	// installed after its registration, and removed since, at which items
+	// are failed or blocked. Their items are abandoned, so it needs
+	// ForcePurge to purge.
 	SkipPlugins []string
+	// skipped are the plugins of SkipPlugins, with the items each would
+	// have received, as checkPlugins found them at the start of a run.
+	skipped map[string]backup.ExpectedPlugin
 	// NoPlugins says that running with no plugin installed at all is
 	// intended; audited on the purge.
 	NoPlugins bool
@@ -316,6 +321,10 @@ type Report struct {
 	Skipped map[string]backup.ExpectedPlugin `json:",omitempty"`
 	// WaitingFor says what holds a ResultWaiting backup in Deleting.
 	WaitingFor []string `json:",omitempty"`
+	// Warnings name the plugins that received the backup's items although
+	// they were not installed when it was registered, and the binaries
+	// the plugin lock file does not list (they received none).
+	Warnings []string `json:",omitempty"`
 }
 
 func (d *Deleter) now() time.Time { return d.cfg.Now().UTC() }
@@ -411,7 +420,7 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 	if err := d.checkBlocked(ctx, b.Resource, opts); err != nil {
 		return nil, err
 	}
-	if err := d.startCheck(b, opts); err != nil {
+	if _, err := d.startCheck(ctx, b, opts); err != nil {
 		return nil, err
 	}
 	if b.Resource.Phase != catalog.PhaseDeleting {

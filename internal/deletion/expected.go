@@ -92,69 +92,126 @@ func (e *SkipPluginError) Unwrap() error { return e.Err }
 //   - the backup's expected plugins were never recorded (registered before
 //     this check existed) and some plugin binary cannot be loaded: it may
 //     be one the backup needs, so the safe answer is no
-//     (*MissingPluginsError with Unrecorded).
+//     (*MissingPluginsError with Unrecorded);
+//   - a --skip-plugin name is neither an expected plugin that is not
+//     installed nor a plugin, installed after the backup's registration
+//     and removed since, at which items of the backup are failed or
+//     blocked (*SkipPluginError).
 //
 // A plugin binary that cannot be loaded but serves no plugin the backup
 // expects does not stop it: duplicate names are refused at discovery, so
 // when every expected plugin is loaded, no broken binary can be one of
 // them.
-func (d *Deleter) CheckPlugins(b *backup.Backup, opts Options) error {
+func (d *Deleter) CheckPlugins(ctx context.Context, b *backup.Backup, opts Options) error {
+	_, err := d.checkPlugins(ctx, b, opts)
+	return err
+}
+
+// checkPlugins is CheckPlugins, returning the plugins the deletion skips
+// with the items each would have received (see Options.skipped).
+func (d *Deleter) checkPlugins(ctx context.Context, b *backup.Backup, opts Options) (map[string]backup.ExpectedPlugin, error) {
 	infos, problems := d.cfg.Plugins.Plugins(), d.cfg.Plugins.Problems()
 	installed := make(map[string]bool, len(infos))
 	for _, in := range infos {
 		installed[in.Name] = true
 	}
-	skip, err := skipSet(b, opts.SkipPlugins, installed)
+	skip, err := d.skipSet(ctx, b, opts.SkipPlugins, installed)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(skip) > 0 && !opts.ForcePurge {
-		return &SkipPluginError{errors.New("--skip-plugin abandons the items that plugin would have received, so it needs --abandon")}
+		return nil, &SkipPluginError{errors.New("--skip-plugin abandons the items that plugin would have received, so it needs --abandon")}
 	}
 	if len(infos) == 0 && len(problems) == 0 && !opts.NoPlugins {
-		return fmt.Errorf("backup %s: refusing to delete: %w", b.Name(), ErrNoPlugins)
+		return nil, fmt.Errorf("backup %s: refusing to delete: %w", b.Name(), ErrNoPlugins)
 	}
 	if !b.Spec.ExpectedRecorded() {
 		if len(problems) > 0 {
-			return &MissingPluginsError{Backup: b.Name(), Problems: problems, Unrecorded: true}
+			return nil, &MissingPluginsError{Backup: b.Name(), Problems: problems, Unrecorded: true}
 		}
-		return nil
+		return skip, nil
 	}
 	missing := map[string]backup.ExpectedPlugin{}
 	for name, ep := range b.Spec.ExpectedPlugins {
-		if !installed[name] && !skip[name] {
+		if _, skipped := skip[name]; !installed[name] && !skipped {
 			missing[name] = ep
 		}
 	}
 	if len(missing) > 0 {
-		return &MissingPluginsError{Backup: b.Name(), Missing: missing, Problems: problems}
+		return nil, &MissingPluginsError{Backup: b.Name(), Missing: missing, Problems: problems}
 	}
-	return nil
+	return skip, nil
 }
 
-// skipSet checks --skip-plugin names: each must be a plugin the backup
-// expects and that is not installed (a plugin gone for good).
-func skipSet(b *backup.Backup, names []string, installed map[string]bool) (map[string]bool, error) {
-	skip := map[string]bool{}
+// skipSet checks --skip-plugin names, and returns the skipped plugins
+// with the items each would have received. Each name must be a plugin
+// that is not installed and either one the backup expects (recorded at
+// registration: gone for good) or one at which items of the backup are
+// failed or blocked (installed after the backup's registration, it
+// failed them, and was removed since).
+func (d *Deleter) skipSet(ctx context.Context, b *backup.Backup, names []string, installed map[string]bool) (map[string]backup.ExpectedPlugin, error) {
+	skip := map[string]backup.ExpectedPlugin{}
+	var late map[string]backup.ExpectedPlugin
 	for _, raw := range names {
 		name, err := plugin.NormalizeName(raw)
 		if err != nil {
 			return nil, &SkipPluginError{fmt.Errorf("--skip-plugin %q: %w", raw, err)}
 		}
-		if _, ok := b.Spec.ExpectedPlugins[name]; !ok {
-			return nil, &SkipPluginError{fmt.Errorf("--skip-plugin %s: backup %s does not expect that plugin (lethe backup get %s shows the ones it does)", name, b.Name(), b.Name())}
-		}
 		if installed[name] {
 			return nil, &SkipPluginError{fmt.Errorf("--skip-plugin %s: that plugin is installed, and runs; --skip-plugin is for a plugin gone for good", name)}
 		}
-		skip[name] = true
+		if ep, ok := b.Spec.ExpectedPlugins[name]; ok {
+			skip[name] = ep
+			continue
+		}
+		if late == nil {
+			if late, err = d.unsettledByPlugin(ctx, b); err != nil {
+				return nil, err
+			}
+		}
+		ep, ok := late[name]
+		if !ok {
+			return nil, &SkipPluginError{fmt.Errorf("--skip-plugin %s: backup %s does not expect that plugin, and none of its items is failed or blocked at it "+
+				"(lethe backup get %s shows the plugins it expects and its failed items)", name, b.Name(), b.Name())}
+		}
+		skip[name] = ep
 	}
 	return skip, nil
 }
 
-// skippedItems are the expected plugins a deletion skips, with the items
-// each would have received.
+// unsettledByPlugin counts the backup's failed or blocked items by the
+// plugin they are at, with sample item keys.
+func (d *Deleter) unsettledByPlugin(ctx context.Context, b *backup.Backup) (map[string]backup.ExpectedPlugin, error) {
+	out := map[string]backup.ExpectedPlugin{}
+	_, rows, err := d.cfg.Store.LoadProgress(ctx, b.Resource.UID)
+	if errors.Is(err, catalog.ErrNotFound) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, row := range rows {
+		ep := out[row.Plugin]
+		ep.Items++
+		if len(ep.Samples) < skipSamples {
+			ep.Samples = append(ep.Samples, row.ItemKey)
+		}
+		out[row.Plugin] = ep
+	}
+	return out, nil
+}
+
+// skipSamples is how many item keys the audit of a skipped plugin keeps
+// when they come from its failed items (registration records its own).
+const skipSamples = 5
+
+// skippedItems are the plugins a deletion skips, with the items each
+// would have received: those checkPlugins found (Options.skipped), or,
+// when it did not run, the expected plugins named by SkipPlugins.
 func skippedItems(b *backup.Backup, opts Options) map[string]backup.ExpectedPlugin {
+	if opts.skipped != nil {
+		return opts.skipped
+	}
 	out := map[string]backup.ExpectedPlugin{}
 	for _, raw := range opts.SkipPlugins {
 		if name, err := plugin.NormalizeName(raw); err == nil {
@@ -257,7 +314,8 @@ func (d *Deleter) Check(ctx context.Context, name string, opts Options) error {
 	if err := d.checkBlocked(ctx, b.Resource, opts); err != nil {
 		return err
 	}
-	return d.startCheck(b, opts)
+	_, err = d.startCheck(ctx, b, opts)
+	return err
 }
 
 // startCheck is CheckPlugins for a deletion request, when the request
@@ -265,11 +323,11 @@ func (d *Deleter) Check(ctx context.Context, name string, opts Options) error {
 // deletion for the daemon (Async) or schedules it in a grace window is
 // not checked: the process that runs it later checks with its own
 // plugins (Run, RunWork).
-func (d *Deleter) startCheck(b *backup.Backup, opts Options) error {
+func (d *Deleter) startCheck(ctx context.Context, b *backup.Backup, opts Options) (map[string]backup.ExpectedPlugin, error) {
 	if opts.Async || d.wouldSchedule(b, opts) {
-		return nil
+		return nil, nil
 	}
-	return d.CheckPlugins(b, opts)
+	return d.checkPlugins(ctx, b, opts)
 }
 
 // wouldSchedule reports whether a request leaves the backup in its grace
@@ -292,4 +350,33 @@ func (d *Deleter) wouldSchedule(b *backup.Backup, opts Options) bool {
 		return r.DeletionDueAt != nil && d.now().Before(*r.DeletionDueAt)
 	}
 	return false
+}
+
+// pluginWarnings names, for a deletion of b, the plugins that see (or
+// would see) its items although they were not installed when it was
+// registered (not among its expected plugins), with how many, and the
+// plugin binaries that the lock file does not list: they are refused, so
+// they see none of its items. items counts the items by plugin; verb is
+// "would receive" for a plan, "received" for a run. A backup whose
+// expected plugins were never recorded gets no warning of the first kind:
+// nothing says which plugins it had.
+func (d *Deleter) pluginWarnings(b *backup.Backup, items map[string]int64, verb string) []string {
+	var out []string
+	if b.Spec.ExpectedRecorded() {
+		for _, name := range slices.Sorted(maps.Keys(items)) {
+			if _, expected := b.Spec.ExpectedPlugins[name]; expected || items[name] == 0 {
+				continue
+			}
+			out = append(out, fmt.Sprintf("plugin %s was not installed when backup %s was registered (it is not among its expected plugins), and %s %d of its items",
+				name, b.Name(), verb, items[name]))
+		}
+	}
+	for _, p := range d.cfg.Plugins.Problems() {
+		var ue *pluginhost.UnpinnedError
+		if errors.As(p.Err, &ue) {
+			out = append(out, fmt.Sprintf("plugin binary %s is not in the lock file %s, so it is refused and receives none of backup %s's items (run `lethe plugin lock` if it should)",
+				ue.Binary, ue.Lock, b.Name()))
+		}
+	}
+	return out
 }

@@ -325,3 +325,115 @@ func TestPluginProblemsAndUnrecordedBackups(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, deletion.ResultPurged, rep.Result)
 }
+
+// TestPluginsAddedAfterRegistration is issue 24.7: plugins installed
+// after a backup's registration are named in a warning by the plan and
+// the run; the failed items of such a plugin, removed since, can be
+// skipped with --skip-plugin (with --abandon), audited as a skipped
+// plugin, while another name is refused with one line and nothing
+// changes.
+func TestPluginsAddedAfterRegistration(t *testing.T) {
+	e := newEnv(t)
+	// Registered where only noop was installed: the recorder's three
+	// plugins came later.
+	e.pe.Registry = registryWith(t, e, noopBin)
+	e.addBackup("b", items(9), archivetest.Options{}, nil)
+	const noop = "lethe.io/noop"
+	both := e.deleterWith(recorderBin, noopBin)
+
+	plan, err := both.Plan(e.ctx, "b", deletion.Options{Force: true})
+	require.NoError(t, err)
+	require.Empty(t, plan.Rejected)
+	require.Len(t, plan.Warnings, 3, "%q", plan.Warnings)
+	require.Contains(t, plan.Warnings[0], "plugin "+pluginA+" was not installed when backup b was registered")
+	require.Contains(t, plan.Warnings[0], "would receive 9 of its items")
+	require.Contains(t, plan.Warnings[2], pluginC+" was not installed")
+	for _, w := range plan.Warnings {
+		require.NotContains(t, w, noop)
+	}
+
+	// a-first fails item-3, then the recorder is removed for good.
+	require.NoError(t, os.WriteFile(filepath.Join(e.blockDir, "item-3.fail"), nil, 0o600))
+	rep, err := both.Delete(e.ctx, "b", deletion.Options{Force: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result)
+	require.Len(t, rep.Warnings, 3, "%q", rep.Warnings)
+	require.Contains(t, rep.Warnings[0], pluginA+" was not installed when backup b was registered")
+	require.Contains(t, rep.Warnings[0], "received 9 of its items")
+
+	alone := e.deleterWith(noopBin)
+	rep, err = alone.Run(e.ctx, "b", deletion.Options{})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultIncomplete, rep.Result, "a failed item at a removed plugin stays failed")
+	require.Contains(t, rep.Unsettled[0].Message, "is not installed")
+	before := e.snapshot("b")
+	for _, c := range []struct {
+		opts deletion.Options
+		want string
+	}{
+		{deletion.Options{SkipPlugins: []string{pluginA}}, "needs --abandon"},
+		{deletion.Options{SkipPlugins: []string{pluginB}, ForcePurge: true}, "none of its items is failed or blocked at it"},
+		{deletion.Options{SkipPlugins: []string{noop}, ForcePurge: true}, "is installed"},
+	} {
+		_, err := alone.Run(e.ctx, "b", c.opts)
+		var se *deletion.SkipPluginError
+		require.ErrorAs(t, err, &se, "%+v", c.opts)
+		require.Contains(t, err.Error(), c.want)
+		require.NotContains(t, err.Error(), "\n")
+		require.Equal(t, before, e.snapshot("b"))
+	}
+
+	plan, err = alone.Plan(e.ctx, "b", deletion.Options{SkipPlugins: []string{pluginA}, ForcePurge: true})
+	require.NoError(t, err)
+	require.Empty(t, plan.Rejected)
+	require.EqualValues(t, 1, plan.Skipped[pluginA].Items)
+
+	rep, err = alone.Run(catalog.WithActor(e.ctx, "cli:alice"), "b", deletion.Options{SkipPlugins: []string{pluginA}, ForcePurge: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	require.Zero(t, rep.UnsettledCount, "the skipped item is not abandoned as failed")
+	require.EqualValues(t, 1, rep.Counts[pluginA].Skipped)
+	require.EqualValues(t, 1, rep.Skipped[pluginA].Items)
+	e.requirePurged("b")
+	entries, err := e.store.ListAudit(e.ctx, catalog.AuditFilter{Kind: backup.Kind, Name: "b"})
+	require.NoError(t, err)
+	var last catalog.AuditEntry
+	for _, en := range entries {
+		if en.Action == "force-purge" {
+			last = en
+		}
+	}
+	require.Contains(t, last.Reason, "1 item at skipped plugins "+pluginA)
+	var details struct {
+		Skipped map[string]backup.ExpectedPlugin `json:"skippedPlugins"`
+	}
+	require.NoError(t, json.Unmarshal(last.Details, &details), "%s", last.Details)
+	require.Equal(t, []string{"pods/ns-a/item-3"}, details.Skipped[pluginA].Samples)
+}
+
+// TestUnpinnedBinaryIsNamedInAWarning is issue 24.7: a binary added to a
+// locked plugin folder is refused, and the plan and the run say that it
+// receives none of the backup's items.
+func TestUnpinnedBinaryIsNamedInAWarning(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	require.NoError(t, os.Link(recorderBin, filepath.Join(dir, "recorder")))
+	_, err := pluginhost.WriteLock(dir, "")
+	require.NoError(t, err)
+	require.NoError(t, os.Link(noopBin, filepath.Join(dir, "noop")))
+	e.addBackup("b", items(6), archivetest.Options{}, nil)
+	h, err := pluginhost.New(&pluginhost.Config{Dir: dir, PluginEnv: e.envFor([]string{recorderBin})})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	d, err := deletion.New(&deletion.Config{Store: e.store, Blobs: e.blobs, Plugins: deletion.HostPlugins(h), Now: e.clock, Holder: "locked"})
+	require.NoError(t, err)
+
+	plan, err := d.Plan(e.ctx, "b", deletion.Options{Force: true})
+	require.NoError(t, err)
+	require.Len(t, plan.Warnings, 1, "%q", plan.Warnings)
+	require.Contains(t, plan.Warnings[0], filepath.Join(dir, "noop")+" is not in the lock file")
+	rep, err := d.Delete(e.ctx, "b", deletion.Options{Force: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	require.Equal(t, plan.Warnings, rep.Warnings)
+}

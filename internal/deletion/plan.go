@@ -38,6 +38,13 @@ type Plan struct {
 	AlreadySettled int64 `json:"alreadySettled"`
 	// Purge lists what is purged once every item is done or skipped.
 	Purge []string `json:"purge"`
+	// Skipped are the plugins --skip-plugin skips, with the items each
+	// would have received; those items are abandoned.
+	Skipped map[string]backup.ExpectedPlugin `json:"skipped,omitempty"`
+	// Warnings name the plugins that would see the backup's items
+	// although they were not installed when it was registered, and the
+	// binaries the plugin lock file does not list (they see none).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // AbandonPlan is what a forced purge would leave behind.
@@ -117,9 +124,13 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		p.Rejected = err.Error()
 		return p, nil
 	}
-	if err := d.startCheck(b, opts); err != nil {
+	skipped, err := d.startCheck(ctx, b, opts)
+	if err != nil {
 		p.Rejected = err.Error()
 		return p, nil
+	}
+	if len(skipped) > 0 {
+		p.Skipped = skipped
 	}
 	sum, err := d.validate(ctx, b)
 	if tarballUnusable(err) && opts.ForcePurge {
@@ -167,6 +178,7 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 			}
 		}
 		p.AlreadySettled = rep.TotalItems - int64(rep.UnsettledCount)
+		p.Warnings = d.pluginWarnings(b, p.itemsByPlugin(), "would receive")
 		return p, nil
 	}
 	if err != nil {
@@ -233,7 +245,17 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 	for i := range snaps {
 		count(backup.SnapshotItem(sum.Items+int64(i), &snaps[i]))
 	}
+	p.Warnings = d.pluginWarnings(b, p.itemsByPlugin(), "would receive")
 	return p, nil
+}
+
+// itemsByPlugin counts the plan's items by plugin.
+func (p *Plan) itemsByPlugin() map[string]int64 {
+	out := make(map[string]int64, len(p.Plugins))
+	for _, pp := range p.Plugins {
+		out[pp.Plugin] = pp.Items
+	}
+	return out
 }
 
 // countItem accounts for one item in a plan.

@@ -39,7 +39,10 @@ func (c *Config) defaultRetry() error {
 		now = time.Now
 	}
 	q, err := retry.New(&retry.Config{Store: st, Logger: c.Logger, Now: c.Now,
-		OwnerSync: map[string]func(context.Context, string) error{retry.KindBackupItem: SyncStuck(st, func() *retry.Queue { return q }, now)}})
+		OwnerSync: map[string]func(context.Context, string) error{
+			retry.KindBackupItem: SyncStuck(st, func() *retry.Queue { return q }, now),
+			retry.KindLocation:   SyncStuck(st, func() *retry.Queue { return q }, now),
+		}})
 	if err != nil {
 		return err
 	}

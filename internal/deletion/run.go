@@ -44,9 +44,11 @@ func (d *Deleter) Run(ctx context.Context, name string, opts Options) (*Report, 
 	if b.Resource.Phase != catalog.PhaseDeleting {
 		return nil, fmt.Errorf("backup %s is %s, not Deleting", name, b.Resource.Phase)
 	}
-	if err := d.CheckPlugins(b, opts); err != nil {
+	skipped, err := d.checkPlugins(ctx, b, opts)
+	if err != nil {
 		return nil, err
 	}
+	opts.skipped = skipped
 	d.setPluginCondition(ctx, b.Resource, nil)
 	if _, err := d.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: b.Resource.UID, RunAt: d.now()}); err != nil {
 		return nil, err
@@ -89,14 +91,17 @@ func (d *Deleter) RunWork(ctx context.Context, w *catalog.WorkItem, opts Options
 	if err != nil {
 		return nil, err
 	}
-	if err := d.CheckPlugins(b, opts); err != nil {
+	skipped, err := d.checkPlugins(ctx, b, opts)
+	if err != nil {
 		return nil, d.refusePlugins(ctx, b, w, err)
 	}
+	opts.skipped = skipped
 	d.setPluginCondition(ctx, r, nil)
 	if err := d.checkLocation(ctx, b); errors.Is(err, blobstore.ErrUnavailable) {
 		return nil, d.parkLocation(ctx, b, w, err)
 	}
 	d.setLocationCondition(ctx, r, nil)
+	d.clearLocationWait(ctx, b)
 	return d.runLeased(ctx, b, w, opts)
 }
 
@@ -274,6 +279,9 @@ type work struct {
 	stop *catalog.ItemOutcome
 	// prior is the item's existing unsettled row, if any.
 	prior *catalog.ItemOutcome
+	// skippedAt is the plugin of prior when the deletion skips it
+	// (Options.SkipPlugins): the item counts as skipped there.
+	skippedAt string
 	// settledBuf holds settled for the usual one or two plugins, sparing
 	// an allocation per item.
 	settledBuf [2]settledOutcome
@@ -348,6 +356,7 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 		if err != nil {
 			return nil, err
 		}
+		rep.Warnings = d.pluginWarnings(b, receivedBy(rep.Counts, opts.skipped), "received")
 		if serr != nil {
 			n := recordedSnapshots(b)
 			done = false
@@ -386,6 +395,18 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 		return d.waiting(ctx, nr, rep, why), nil
 	}
 	return d.purge(ctx, b, rep, opts)
+}
+
+// receivedBy counts the items each plugin settled, failed or blocked,
+// leaving out the skipped plugins.
+func receivedBy(counts map[string]catalog.OutcomeCount, skipped map[string]backup.ExpectedPlugin) map[string]int64 {
+	out := make(map[string]int64, len(counts))
+	for name, c := range counts {
+		if _, ok := skipped[name]; !ok {
+			out[name] = c.Done + c.Skipped + c.Failed + c.Blocked
+		}
+	}
+	return out
 }
 
 // abandonAll fills the report of a forced purge whose tarball is missing
@@ -636,6 +657,17 @@ func (d *Deleter) runPlugins(ctx context.Context, b *backup.Backup, sum *archive
 			case it.Ordinal < startWatermark:
 				wk.prior = p
 				idx, ok := index[p.Plugin]
+				if _, skipped := opts.skipped[p.Plugin]; !ok && skipped {
+					// Its plugin is skipped (--skip-plugin): the item
+					// goes on to the plugins after it.
+					wk.skippedAt = p.Plugin
+					for _, pi := range matcher.match(it) {
+						if names[pi] > p.Plugin {
+							wk.plugins = append(wk.plugins, pi)
+						}
+					}
+					break
+				}
 				if !ok {
 					// The plugin that must finish this item is gone;
 					// keep the row and say so.

@@ -92,6 +92,11 @@ func (s *settler) finish(wk *work) {
 		}
 		s.progress.Counts[name] = c
 	}
+	if wk.skippedAt != "" {
+		c := s.progress.Counts[wk.skippedAt]
+		c.Skipped++
+		s.progress.Counts[wk.skippedAt] = c
+	}
 	ord := wk.it.Ordinal
 	switch {
 	case wk.stop != nil:

@@ -372,7 +372,7 @@ func TestRecordedS3LocationNeedsItsCredentials(t *testing.T) {
 	_, err := other.Delete(e.ctx, "in-s3", deletion.Options{})
 	require.ErrorIs(t, err, blobstore.ErrUnavailable)
 	require.ErrorContains(t, err, "storage location s3://"+s3test.Bucket)
-	require.ErrorContains(t, err, "is unavailable: no credentials for it: set AWS_ACCESS_KEY_ID")
+	require.ErrorContains(t, err, "is unavailable: no credentials for it: give it a credentials-file, or set AWS_ACCESS_KEY_ID")
 	require.NotContains(t, err.Error(), s3test.SecretKey)
 	require.NotContains(t, err.Error(), "\n")
 	require.Equal(t, catalog.PhaseActive, e.backup("in-s3").Resource.Phase)

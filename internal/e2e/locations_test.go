@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/velero/velerotest"
 )
 
@@ -119,9 +122,13 @@ func TestNamedLocationsSyncEachAndRefuseDeletingFromAReadOnlyOne(t *testing.T) {
 }
 
 // TestDeletionWaitsForAnUnavailableLocation: the server parks a deletion
-// whose storage location cannot be read (condition LocationUnavailable):
-// no plugin runs, the backup stays Deleting, no retry row is charged an
-// attempt; once the location is back, the deletion resumes and purges.
+// whose storage location cannot be read (condition LocationUnavailable)
+// as a row of the retry queue (type Location, item location:NAME, the
+// location's error as reason): no plugin runs, the backup stays Deleting,
+// the row is never charged an attempt, and its rechecks, on the queue's
+// backoff, do not claim the deletion's work item; once the location is
+// back, the recheck (here made at once with `retry now`) resumes the
+// deletion, which purges, and the row is gone.
 func TestDeletionWaitsForAnUnavailableLocation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, pluginRecorder)
@@ -133,26 +140,66 @@ func TestDeletionWaitsForAnUnavailableLocation(t *testing.T) {
 	require.NoError(t, velerotest.WriteDir(far, velerotest.Backup("away")))
 	e.ok("backup", "sync")
 	e.ok("backup", "delete", "away", "--yes", "--async")
+	uid := e.get("away").UID
 	require.NoError(t, os.Rename(far, far+".gone"))
 
 	e.ok("plugin", "lock")
-	p := e.startLong(3*time.Minute, "server", "--sync-interval", "0", "--metrics-addr", freePort(t))
+	p := e.startLong(3*time.Minute, "server", "--sync-interval", "0", "--metrics-addr", freePort(t), "--retry-backoff", "1s")
 	eventually(t, p, 60*time.Second, "the deletion is parked with LocationUnavailable", func() bool {
 		return strings.HasPrefix(e.conditions("away")["LocationUnavailable"], "True ")
 	})
 	require.Contains(t, e.conditions("away")["LocationUnavailable"], "the folder does not exist")
 	require.Equal(t, "Deleting", e.get("away").Phase)
-	require.Zero(t, fileSize(e.record), "no plugin ran while the location was unavailable")
-	rows := e.ok("retry", "list", "-o", "json").stdout
-	require.NotContains(t, rows, `"attempts"`, "nothing failed, nothing charged: %s", rows)
+	var row retryRowJSON
+	eventually(t, p, 60*time.Second, "the deletion waits as a retry row", func() bool {
+		rows := e.retryRows("--type", "Location")
+		if len(rows) == 1 {
+			row = rows[0]
+		}
+		return len(rows) == 1
+	})
+	require.Equal(t, "location:far", row.ItemID)
+	require.Equal(t, "Backup/away", row.Key)
+	require.Contains(t, row.LastError, "LocationUnavailable: ")
+	require.Contains(t, row.LastError, "the folder does not exist")
+	claims := e.workClaims(uid)
 
-	// Back: the deletion resumes (an explicit delete claims it at once,
-	// as the daemon would at its next look).
+	// A recheck on the backoff (1s after the park): still unavailable,
+	// no attempt charged, the work item not claimed again.
+	eventually(t, p, 60*time.Second, "the row is rechecked", func() bool {
+		rows := e.retryRows("--type", "Location")
+		require.Len(t, rows, 1)
+		row = rows[0]
+		return len(row.History) >= 2
+	})
+	require.Zero(t, row.Attempts, "nothing failed, nothing charged: %+v", row)
+	require.Equal(t, "retryable", row.State)
+	require.Equal(t, claims, e.workClaims(uid), "the rechecks did not claim the deletion's work item")
+	require.Zero(t, fileSize(e.record), "no plugin ran while the location was unavailable")
+
+	// Back: the row's recheck resumes the deletion, and the row goes.
 	require.NoError(t, os.Rename(far+".gone", far))
-	e.ok("backup", "delete", "away", "--yes")
+	e.ok("retry", "now", fmt.Sprint(row.ID))
+	eventually(t, p, 60*time.Second, "the deletion resumed and purged the backup", func() bool {
+		return e.run("backup", "get", "away").code == 4
+	})
 	e.requirePurged("away")
+	require.Empty(t, e.retryRows())
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	res := p.wait(t)
 	require.Equal(t, 0, res.code, "%s", res)
 	require.Contains(t, res.stderr, "deletion parked: its storage location is unavailable")
+	require.Contains(t, res.stderr, "deletion resumed: its storage location is back")
+}
+
+// workClaims is how many times the deletion work item of the backup uid
+// was claimed (read from the catalog: SQLite lets a reader beside the
+// server).
+func (e *env) workClaims(uid string) int {
+	e.t.Helper()
+	st := e.openCatalog()
+	defer st.Close()
+	w, err := st.GetWork(context.Background(), deletion.Queue, uid)
+	require.NoError(e.t, err)
+	return w.Attempts
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/archive/archivetest"
 )
 
 // exitPlugins is `lethe`'s exit code for a refusal because plugins are
@@ -207,4 +209,49 @@ func TestServerKeepsABackupWhosePluginIsMissing(t *testing.T) {
 	require.Equal(t, 0, r.code, "%s", r)
 	require.Equal(t, "Deleting", e.get("kept").Phase)
 	require.True(t, strings.Contains(r.stderr, "plugins missing"), "the server logs the refusal\n%s", r)
+}
+
+// TestPluginsAddedAfterRegistration is issue 24 point 7, through the
+// binary: plugins installed after a backup was registered are named in a
+// warning by the dry run and by the delete; once such a plugin failed an
+// item and was removed, --skip-plugin NAME --abandon skips that item
+// (shown in the dry run, audited), and a name with nothing to skip is one
+// line, exit 2, nothing changed.
+func TestPluginsAddedAfterRegistration(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pluginNoop)
+	e.create("nightly", 12)
+	copyFile(t, filepath.Join(bin, pluginRecorder), filepath.Join(e.pluginDir(), pluginRecorder), 0o750)
+	bad := archivetest.SpecN(5, 200)
+	require.NoError(t, os.WriteFile(filepath.Join(e.control, bad.Name+".fail"), nil, 0o600))
+
+	r := e.ok("backup", "delete", "nightly", "--dry-run")
+	require.Contains(t, r.stdout, "WARNING:   plugin "+recFirst+" was not installed when backup nightly was registered (it is not among its expected plugins), and would receive 12 of its items")
+	require.NotContains(t, r.stdout, "plugin lethe.io/noop was not installed")
+	r = e.run("backup", "delete", "nightly", "--yes")
+	require.Equal(t, 3, r.code, "%s", r)
+	require.Contains(t, r.stderr, "Warning: plugin "+recFirst+" was not installed when backup nightly was registered")
+
+	e.uninstall(pluginRecorder)
+	listBefore := e.ok("backup", "list", "-o", "json").stdout
+	for _, c := range []struct {
+		args     []string
+		contains string
+	}{
+		{[]string{"backup", "delete", "nightly", "--yes", "--skip-plugin", recFirst}, "needs --abandon"},
+		{[]string{"backup", "delete", "nightly", "--yes", "--abandon", "--skip-plugin", "test.lethe.io/b-second"}, "none of its items is failed or blocked at it"},
+	} {
+		r := e.run(c.args...)
+		require.Equal(t, 2, r.code, "%s", r)
+		requireOneErrorLine(t, r, c.contains)
+		require.Equal(t, listBefore, e.ok("backup", "list", "-o", "json").stdout, "%s changed the catalog", r.args)
+	}
+	r = e.ok("backup", "delete", "nightly", "--dry-run", "--abandon", "--skip-plugin", recFirst)
+	require.Contains(t, r.stdout, "SKIPPED:   plugin "+recFirst+" (--skip-plugin): items it would receive, abandoned: 1, e.g. "+bad.Key())
+	r = e.ok("backup", "delete", "nightly", "--yes", "--abandon", "--skip-plugin", recFirst)
+	require.Contains(t, r.stdout, "abandoned 1 items at skipped plugin "+recFirst)
+	e.requirePurged("nightly")
+	r = e.ok("audit", "--name", "nightly", "-o", "json")
+	require.Contains(t, r.stdout, `"skippedPlugins"`)
+	require.Contains(t, r.stdout, bad.Key())
 }

@@ -72,7 +72,7 @@ func (c *Collector) retryRows(ctx context.Context, r *catalog.Resource, keep fun
 			Attempts: row.Attempts, NextAttemptAt: row.NextAttemptAt, LastError: row.LastError})
 		what := "waits"
 		switch {
-		case row.Kind == retry.KindWait:
+		case row.Kind == retry.KindWait, row.Kind == retry.KindLocation:
 			what = "waits on " + row.ItemID
 		case row.Plugin != "" && row.ItemID != "":
 			what = "item " + row.ItemID + " at plugin " + row.Plugin + " " + lastOutcome(row)

@@ -383,7 +383,7 @@ func New(cfg *Config) (*Host, error) {
 		if h.lock != nil {
 			e, ok := h.lock.Plugins[be.name()]
 			if !ok {
-				h.problems = append(h.problems, Problem{Binary: be.path, Err: fmt.Errorf("plugin binary %s is not in the lock file %s; refusing to run it (run `lethe plugin lock` to trust it)", Quote(be.path), Quote(c.LockFile))})
+				h.problems = append(h.problems, Problem{Binary: be.path, Err: &UnpinnedError{Binary: be.path, Lock: c.LockFile}})
 				continue
 			}
 			b.checksum = e.SHA256

@@ -82,6 +82,23 @@ func (e *LockedBinaryMissingError) Error() string {
 	return fmt.Sprintf("plugin binary %s%s is pinned in the lock file %s but absent from %s (reinstall it, or run `lethe plugin lock` to unpin it)", Quote(e.Name), andMore(e.More), Quote(e.Lock), Quote(e.Dir))
 }
 
+// UnpinnedError is a binary of the plugin directory that the lock file
+// does not list: it is refused before it runs, so it receives no item. A
+// binary added to the folder after `lethe plugin lock` is one.
+type UnpinnedError struct {
+	Binary string // path of the binary
+	Lock   string // the lock file
+	Velero bool   // a Velero plugin binary (its own lock file)
+}
+
+func (e *UnpinnedError) Error() string {
+	what := ""
+	if e.Velero {
+		what = " (Velero)"
+	}
+	return fmt.Sprintf("plugin binary %s%s is not in the lock file %s; refusing to run it (run `lethe plugin lock` to trust it)", Quote(e.Binary), what, Quote(e.Lock))
+}
+
 // Quote renders a name, a version or a path that came from a plugin or
 // from the file system for display: it is termtext.Quote, the one quoting
 // rule of every text output.

@@ -423,7 +423,7 @@ func (h *Host) veleroBinaries(v *veleroDir) []*binary {
 		if v.lock != nil {
 			e, ok := v.lock.Plugins[be.name()]
 			if !ok {
-				h.problems = append(h.problems, Problem{Binary: be.path, Err: fmt.Errorf("plugin binary %s (Velero) is not in the lock file %s; refusing to run it (run `lethe plugin lock` to trust it)", Quote(be.path), Quote(h.cfg.VeleroLockFile))})
+				h.problems = append(h.problems, Problem{Binary: be.path, Err: &UnpinnedError{Binary: be.path, Lock: h.cfg.VeleroLockFile, Velero: true}})
 				continue
 			}
 			b.checksum = e.SHA256

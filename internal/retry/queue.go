@@ -32,6 +32,13 @@ const (
 	// "reference:Kind/ns/name" or "finalizer:example.com/x"). Plugin is
 	// empty.
 	KindWait = "Wait"
+	// KindLocation is a backup's deletion waiting for its storage
+	// location, which cannot be read (the backup's LocationUnavailable
+	// condition): ItemID is "location:NAME", Plugin empty. It is
+	// recorded with Wait, never charged an attempt, so it never becomes a
+	// dead letter; it is looked at again on the policy's backoff, and
+	// removed once the location is back.
+	KindLocation = "Location"
 )
 
 // Event types, in the audit log (action) and in notifications (type).
@@ -222,6 +229,39 @@ func (q *Queue) Record(ctx context.Context, outs ...Outcome) ([]*catalog.RetryRo
 	}
 	q.wake()
 	return rows, nil
+}
+
+// OutcomeWaiting is the outcome, in a row's history, of a look that found
+// the owner still waiting (Wait).
+const OutcomeWaiting = "waiting"
+
+// Wait records that o's owner waits on something outside any plugin (its
+// storage location): the row is created, or its message refreshed, and its
+// next look is the policy's backoff after as many looks as its history
+// holds. It is not an attempt: the row's attempts stay zero, so it is
+// never discarded, and the attempts metric does not count it.
+func (q *Queue) Wait(ctx context.Context, o Outcome) (*catalog.RetryRow, error) {
+	if o.Kind == "" || o.Owner.Kind == "" || o.Owner.Name == "" {
+		return nil, fmt.Errorf("retry: a wait needs a kind and an owner")
+	}
+	now := q.now()
+	rec := catalog.RetryRecord{RetryIdentity: o.Identity(), OwnerUID: o.UID,
+		Attempt: catalog.RetryAttempt{Time: now, Outcome: OutcomeWaiting, Message: o.Message}}
+	rows, err := q.cfg.Store.RecordRetries(ctx, []catalog.RetryRecord{rec}, func(r *catalog.RetryRow) catalog.RetryPlan {
+		looks := 0
+		for _, h := range r.History {
+			if h.Outcome == OutcomeWaiting {
+				looks++
+			}
+		}
+		b := q.cfg.Policy.For(r.Plugin)
+		return catalog.RetryPlan{State: catalog.RetryRetryable, NextAttemptAt: b.Next(now, looks, o.RetryAfter, q.cfg.Rand), ResetAttempts: true}
+	})
+	if err != nil {
+		return nil, err
+	}
+	q.wake()
+	return rows[0], nil
 }
 
 // deadPlan discards r: the audit entry and one notification per webhook,

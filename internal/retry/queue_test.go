@@ -247,3 +247,34 @@ func lastAudit(t *testing.T, entries []catalog.AuditEntry, action string) catalo
 	t.Fatalf("no %s entry in %+v", action, entries)
 	return catalog.AuditEntry{}
 }
+
+// TestWaitIsNeverAnAttempt is issue 24.1: a row that waits on something
+// outside any plugin (a deletion's storage location) is recorded with
+// Wait: its attempts stay zero however often it is looked at, so it is
+// never discarded, and each look puts the next one off on the backoff.
+func TestWaitIsNeverAnAttempt(t *testing.T) {
+	for _, drv := range driverNames {
+		t.Run(drv, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, drv)
+			p := policy(2)
+			p.Default.Jitter = 0
+			q := f.queue(t, f.st, p)
+			w := f.owner(t, "w1")
+			o := retry.Outcome{Kind: retry.KindLocation, Owner: w.Key(), UID: w.UID, ItemID: "location:far", Result: retry.OutcomeWaiting,
+				Message: "LocationUnavailable: storage location file:///far is unavailable"}
+			for n := 1; n <= 4; n++ {
+				row, err := q.Wait(f.ctx, o)
+				require.NoError(t, err)
+				require.Equal(t, catalog.RetryRetryable, row.State, "look %d", n)
+				require.Zero(t, row.Attempts, "look %d", n)
+				require.Equal(t, o.Message, row.LastError)
+				require.Equal(t, f.clock.Now().Add(p.Default.Delay(n)), row.NextAttemptAt, "look %d", n)
+				f.clock.Advance(p.Default.Delay(n))
+			}
+			cur, err := f.st.GetByUID(f.ctx, w.UID)
+			require.NoError(t, err)
+			require.Nil(t, condition(cur, retry.ConditionDeletionStuck), "never stuck")
+		})
+	}
+}

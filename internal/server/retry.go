@@ -20,7 +20,7 @@ import (
 // notifier; both wake when the queue records something in this process.
 func (s *Server) retryParts() (*retry.Collector, *retry.Notifier, error) {
 	q := s.cfg.Deleter.Retry()
-	handlers := map[string]retry.Handler{retry.KindBackupItem: s.runBackupRetry}
+	handlers := map[string]retry.Handler{retry.KindBackupItem: s.runBackupRetry, retry.KindLocation: s.runLocationRetry}
 	if s.cfg.Collector != nil {
 		// Catalog resources: the queue says when, the garbage collector
 		// steps the resource (its plugins, its waits).
@@ -102,5 +102,36 @@ func (s *Server) runBackupRetry(ctx context.Context, rows []*catalog.RetryRow) e
 	}
 	s.m.deletions.WithLabelValues(string(rep.Result)).Inc()
 	s.log.Info("retried deletion ran", "backup", rep.Backup, "result", rep.Result, "unsettled", rep.UnsettledCount)
+	return nil
+}
+
+// runLocationRetry looks again at a deletion parked because its storage
+// location was unavailable (Deleter.RecheckLocation): still unavailable,
+// its row is put off on the queue's backoff, without an attempt and
+// without claiming the deletion's work item; back, the deletion runs.
+func (s *Server) runLocationRetry(ctx context.Context, rows []*catalog.RetryRow) error {
+	r, err := s.cfg.Store.GetByUID(ctx, rows[0].OwnerUID)
+	if errors.Is(err, catalog.ErrNotFound) || (err == nil && r.Phase != catalog.PhaseDeleting) {
+		// Purged, or no longer being deleted: nothing waits any more.
+		_, err := s.cfg.Deleter.Retry().Store().DeleteRetries(ctx, rows[0].Key, nil)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	rep, err := s.cfg.Deleter.RecheckLocation(ctx, rows[0].OwnerUID, deletion.Options{NoPlugins: s.cfg.NoPlugins, Unattended: true})
+	s.notePluginMissing(rows[0].OwnerUID, err)
+	var held *catalog.LeaseHeldError
+	switch {
+	case errors.As(err, &held):
+		return &retry.DeferError{Until: held.ExpiresAt, Reason: "its deletion is running in " + held.Holder}
+	case err != nil:
+		s.m.deletions.WithLabelValues("error").Inc()
+		return err
+	case rep == nil:
+		return nil // still waiting (its row was refreshed), or gone
+	}
+	s.m.deletions.WithLabelValues(string(rep.Result)).Inc()
+	s.log.Info("deletion resumed: its storage location is back", "backup", rep.Backup, "result", rep.Result, "unsettled", rep.UnsettledCount)
 	return nil
 }

@@ -1,13 +1,16 @@
 // Package storageloc declares Lethe's named backup storage locations,
 // after Velero's BackupStorageLocation: a name, a URL (file:// or s3://),
-// whether it is read-only, and which one is the default. Credentials come
-// from the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, shared config
-// files), never from the command line.
+// whether it is read-only, which one is the default, and where its
+// credentials come from: a credentials file of its own
+// (credentials-file=FILE, owner-only), or else the environment
+// (AWS_ACCESS_KEY_ID, AWS_PROFILE, shared config files); never the
+// command line.
 package storageloc
 
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -31,20 +34,26 @@ type Location struct {
 	URL      string `json:"url"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
 	Default  bool   `json:"default,omitempty"`
+	// CredentialsFile is the location's own credentials file (an s3://
+	// location); empty: credentials from the environment.
+	CredentialsFile string `json:"credentialsFile,omitempty"`
+	// Credentials are read from CredentialsFile by Resolve; never shown.
+	Credentials *Credentials `json:"-"`
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // Parse reads one --location value:
 //
-//	NAME=URL[,default][,readOnly]
+//	NAME=URL[,default][,readOnly][,credentials-file=FILE]
 //
 // A URL that carries credentials (user info) is refused: they would be
-// on the command line, in the shell history and in ps.
+// on the command line, in the shell history and in ps. FILE, made
+// absolute, is not read here (see Resolve).
 func Parse(spec string) (Location, error) {
 	name, rest, ok := strings.Cut(strings.TrimSpace(spec), "=")
 	if !ok || rest == "" {
-		return Location{}, fmt.Errorf("--location %q: use NAME=URL[,default][,readOnly]", spec)
+		return Location{}, fmt.Errorf("--location %q: use NAME=URL[,default][,readOnly][,credentials-file=FILE]", spec)
 	}
 	if !nameRE.MatchString(name) {
 		return Location{}, fmt.Errorf("--location %q: the name must be a lowercase DNS label (a-z, 0-9, '-'), at most 63 characters", spec)
@@ -59,13 +68,28 @@ func Parse(spec string) (Location, error) {
 	}
 	l := Location{Name: name, URL: url}
 	for _, p := range parts[1:] {
-		switch strings.TrimSpace(p) {
+		p = strings.TrimSpace(p)
+		if file, ok := strings.CutPrefix(p, "credentials-file="); ok {
+			if !strings.HasPrefix(url, "s3://") {
+				return Location{}, fmt.Errorf("--location %s: credentials-file is for an s3:// location", name)
+			}
+			if file == "" {
+				return Location{}, fmt.Errorf("--location %s: credentials-file= needs a FILE", name)
+			}
+			abs, err := filepath.Abs(file)
+			if err != nil {
+				return Location{}, fmt.Errorf("--location %s: credentials-file: %w", name, err)
+			}
+			l.CredentialsFile = abs
+			continue
+		}
+		switch p {
 		case "default":
 			l.Default = true
 		case "readOnly", "read-only":
 			l.ReadOnly = true
 		default:
-			return Location{}, fmt.Errorf("--location %s: unknown option %q (want default or readOnly)", name, p)
+			return Location{}, fmt.Errorf("--location %s: unknown option %q (want default, readOnly or credentials-file=FILE)", name, p)
 		}
 	}
 	return l, nil
@@ -78,7 +102,8 @@ type Set []Location
 // and returns them with the default first. With no location declared,
 // storageURL (--storage) is the one location, named "default". Names and
 // URLs are unique; exactly one is the default (the only one needs no
-// mark).
+// mark). Each credentials-file is read now (ReadCredentials): one that is
+// missing, malformed, or open to group or others is refused.
 func Resolve(specs []string, storageURL string, storageExplicit bool) (Set, error) {
 	if len(specs) == 0 {
 		url, err := blobstore.Location(storageURL)
@@ -95,6 +120,11 @@ func Resolve(specs []string, storageURL string, storageExplicit bool) (Set, erro
 		l, err := Parse(spec)
 		if err != nil {
 			return nil, err
+		}
+		if l.CredentialsFile != "" {
+			if l.Credentials, err = ReadCredentials(l.CredentialsFile); err != nil {
+				return nil, fmt.Errorf("--location %s: credentials-file %w", l.Name, err)
+			}
 		}
 		for _, o := range s {
 			if o.Name == l.Name {

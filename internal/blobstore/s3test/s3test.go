@@ -60,6 +60,13 @@ func Start(t testing.TB) string {
 // StartServer is Start, returning more about the server.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
+	return StartServerWith(t, AccessKey, SecretKey)
+}
+
+// StartServerWith is StartServer with other credentials: two servers with
+// different keys are two locations that share none.
+func StartServerWith(t testing.TB, accessKey, secretKey string) *Server {
+	t.Helper()
 	bin, err := FindBinary()
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -76,7 +83,7 @@ func StartServer(t testing.TB) *Server {
 	// A port can be taken between our probe and the server's bind; retry.
 	var endpoint string
 	for attempt := 1; ; attempt++ {
-		endpoint, err = start(t, bin, root, filepath.Join(dir, fmt.Sprintf("versitygw-%d.log", attempt)))
+		endpoint, err = start(t, bin, root, filepath.Join(dir, fmt.Sprintf("versitygw-%d.log", attempt)), accessKey, secretKey)
 		if err == nil {
 			break
 		}
@@ -84,7 +91,7 @@ func StartServer(t testing.TB) *Server {
 			t.Fatalf("s3test: %v", err)
 		}
 	}
-	if err := createBucket(t.Context(), endpoint); err != nil {
+	if err := createBucket(t.Context(), endpoint, accessKey, secretKey); err != nil {
 		t.Fatalf("s3test: create bucket %q: %v", Bucket, err)
 	}
 
@@ -94,7 +101,7 @@ func StartServer(t testing.TB) *Server {
 	q.Set("use_path_style", "true")
 	u := url.URL{
 		Scheme:   "s3",
-		User:     url.UserPassword(AccessKey, SecretKey),
+		User:     url.UserPassword(accessKey, secretKey),
 		Host:     Bucket,
 		RawQuery: q.Encode(),
 	}
@@ -137,7 +144,7 @@ func FindBinary() (string, error) {
 
 // start runs the server on a free loopback port and waits until it answers.
 // On error the process is already gone.
-func start(t testing.TB, bin, root, logPath string) (string, error) {
+func start(t testing.TB, bin, root, logPath, accessKey, secretKey string) (string, error) {
 	port, err := freePort()
 	if err != nil {
 		return "", err
@@ -150,8 +157,8 @@ func start(t testing.TB, bin, root, logPath string) (string, error) {
 	defer logFile.Close() // The child has its own descriptor.
 
 	cmd := exec.Command(bin,
-		"--access", AccessKey,
-		"--secret", SecretKey,
+		"--access", accessKey,
+		"--secret", secretKey,
 		"--region", Region,
 		"--port", addr,
 		"--quiet",
@@ -218,14 +225,14 @@ func waitReady(ctx context.Context, endpoint string, exited <-chan error) error 
 	}
 }
 
-func createBucket(ctx context.Context, endpoint string) error {
+func createBucket(ctx context.Context, endpoint, accessKey, secretKey string) error {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	defer transport.CloseIdleConnections()
 	client := s3.New(s3.Options{
 		Region:       Region,
 		BaseEndpoint: aws.String(endpoint),
 		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, ""),
+		Credentials:  credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
 		HTTPClient:   &http.Client{Transport: transport},
 	})
 	_, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(Bucket)})
