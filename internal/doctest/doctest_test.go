@@ -139,7 +139,7 @@ func script(blocks []block) (string, []*command, map[int]string, error) {
 	}
 	for bi, b := range blocks {
 		if b.writeTo != "" {
-			emit(fmt.Sprintf("%s:%d", b.file, b.line), "cat > "+shellQuote(b.writeTo)+" <<'__DT_EOF'\n"+strings.Join(b.lines, "\n")+"\n__DT_EOF")
+			emit(fmt.Sprintf("%s:%d", b.file, b.line), "mkdir -p \"$(dirname "+shellQuote(b.writeTo)+")\" && cat > "+shellQuote(b.writeTo)+" <<'__DT_EOF'\n"+strings.Join(b.lines, "\n")+"\n__DT_EOF")
 			continue
 		}
 		if b.output {
