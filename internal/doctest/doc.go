@@ -17,7 +17,9 @@
 //     SIGINT, as Ctrl-C would; it must exit 0.
 //   - In a console block, `$ COMMAND` lines are commands and the lines
 //     after each one, up to the next `$ `, are its output, compared with
-//     what it printed (stdout and stderr together). A following
+//     what it printed (stdout and stderr together; a command with no
+//     line after it shows no output, and its output is not compared). A
+//     following
 //     `$ echo $?` names the exit code the command must have; otherwise it
 //     must exit 0, or the code its `# exit N` comment names.
 //   - A block right after <!-- doctest: file NAME --> (a manifest, a

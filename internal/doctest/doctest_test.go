@@ -201,7 +201,6 @@ func script(blocks []block) (string, []*command, map[int]string, error) {
 				last = &command{id: len(cmds) + 1, file: b.file, line: at, text: text, want: wantCode(text), server: isServer(text)}
 				cmds = append(cmds, last)
 				emit(fmt.Sprintf("%s:%d", b.file, at), fmt.Sprintf("__dt %d @want%d@ %s %s", last.id, last.id, boolDigit(last.server), shellQuote(text)))
-				last.expect = []string{} // shown, maybe empty
 			}
 		}
 		emit(fmt.Sprintf("%s:%d", b.file, b.line), "__dt_end")
