@@ -80,7 +80,7 @@ func TestDocs(t *testing.T) {
 	for _, path := range docFiles(t) {
 		rel, err := filepath.Rel(root, path)
 		require.NoError(t, err)
-		text, err := os.ReadFile(path) //nolint:gosec // a file of this checkout
+		text, err := os.ReadFile(path)
 		require.NoError(t, err)
 		blocks, err := parse(rel, string(text))
 		require.NoError(t, err)
@@ -137,7 +137,7 @@ func script(blocks []block) (string, []*command, map[int]string, error) {
 		emit(fmt.Sprintf("%s:%d", b.file, at), fmt.Sprintf("__dt %d %d %s %s", c.id, c.want, server, shellQuote(text)))
 		return c
 	}
-	for bi, b := range blocks {
+	for _, b := range blocks {
 		if b.writeTo != "" {
 			emit(fmt.Sprintf("%s:%d", b.file, b.line), "mkdir -p \"$(dirname "+shellQuote(b.writeTo)+")\" && cat > "+shellQuote(b.writeTo)+" <<'__DT_EOF'\n"+strings.Join(b.lines, "\n")+"\n__DT_EOF")
 			continue
@@ -204,7 +204,6 @@ func script(blocks []block) (string, []*command, map[int]string, error) {
 			}
 		}
 		emit(fmt.Sprintf("%s:%d", b.file, b.line), "__dt_end")
-		_ = bi
 	}
 	s := sb.String()
 	for _, c := range cmds {
@@ -282,7 +281,7 @@ func runFile(t *testing.T, blocks []block) {
 	// Whatever a doc left running (a server, a plugin) goes with it.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 
-	results, err := os.ReadFile(filepath.Join(dtDir, "results")) //nolint:gosec // the test's own file
+	results, err := os.ReadFile(filepath.Join(dtDir, "results"))
 	require.NoError(t, err)
 	ran := map[int]int{}
 	failedAt := ""
@@ -306,7 +305,7 @@ func runFile(t *testing.T, blocks []block) {
 			break
 		}
 		count++
-		out, err := os.ReadFile(filepath.Join(dtDir, strconv.Itoa(c.id)+".out")) //nolint:gosec // the test's own file
+		out, err := os.ReadFile(filepath.Join(dtDir, strconv.Itoa(c.id)+".out"))
 		require.NoError(t, err)
 		if code != c.want {
 			t.Fatalf("%s\nexited %d, the doc says %d; it printed:\n%s", c, code, c.want, out)
@@ -378,9 +377,9 @@ func farm(t *testing.T, work string) {
 	require.NoError(t, os.MkdirAll(filepath.Join(work, "bin", "plugins"), 0o750))
 	link := func(from, to string) {
 		if os.Link(from, to) != nil {
-			b, err := os.ReadFile(from) //nolint:gosec // a binary built for this test
+			b, err := os.ReadFile(from)
 			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(to, b, 0o750)) //nolint:gosec // an executable
+			require.NoError(t, os.WriteFile(to, b, 0o750))
 		}
 	}
 	link(filepath.Join(built, "lethe"), filepath.Join(work, "bin", "lethe"))
