@@ -25,7 +25,7 @@ var root, built string
 
 // serverSeconds: how long a foreground `lethe server` of a doc runs
 // before its Ctrl-C.
-const serverSeconds = "6"
+const serverSeconds = "10"
 
 // fileTimeout bounds the commands of one doc file.
 const fileTimeout = 6 * time.Minute
