@@ -75,7 +75,15 @@ func docFiles(t *testing.T) []string {
 	return append([]string{filepath.Join(root, "README.md")}, files...)
 }
 
+// tools are what the docs' commands use besides lethe and go.
+var tools = []string{"bash", "make", "timeout", "curl", "python3", "zcat", "tar", "sed", "install"}
+
 func TestDocs(t *testing.T) {
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the docs' commands need %s on the PATH: %v", tool, err)
+		}
+	}
 	var skipped []string
 	for _, path := range docFiles(t) {
 		rel, err := filepath.Rel(root, path)
