@@ -49,7 +49,7 @@ demo: build ## run Lethe's main job end to end on the embedded defaults
 	bash internal/demo/demo.sh
 
 .PHONY: test
-test: ## run every test (-race); PostgreSQL tests need LETHE_TEST_POSTGRES_URL
+test: ## run every test (-race), the docs' commands included (internal/doctest); PostgreSQL tests need LETHE_TEST_POSTGRES_URL
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: mutants

@@ -47,6 +47,24 @@ func gcError(err error) error {
 	return err
 }
 
+// missing says a missing or purged resource as get says it (Account "a"
+// not found; ... was purged at ...): the collector's own "not found" of
+// the key becomes a *backup.NotFoundError, exit 4. Other errors pass.
+func (a *app) missing(ctx context.Context, k catalog.Key, err error) error {
+	var nf *backup.NotFoundError
+	if !errors.Is(err, catalog.ErrNotFound) || errors.As(err, &nf) {
+		return err
+	}
+	st, serr := a.catalog(ctx)
+	if serr != nil {
+		return err
+	}
+	if _, gerr := getResource(ctx, st, k); errors.As(gerr, &nf) {
+		return nf
+	}
+	return err
+}
+
 // collector wires a garbage collector on the catalog and the plugins. A
 // Backup it finds free of its cascade is purged by a deletion pipeline
 // made on first use.
@@ -213,6 +231,7 @@ block reference from outside the set changes nothing.`,
 		}
 		ctx := cmd.Context()
 		notFound := func(err error) error {
+			err = a.missing(ctx, k, err)
 			var nf *backup.NotFoundError
 			if ignoreNotFound && (errors.Is(err, catalog.ErrNotFound) || errors.As(err, &nf)) {
 				return a.gcResult(k, "not found", "ignored (--ignore-not-found)", *out)
@@ -447,7 +466,7 @@ shape, without apiVersion and kind... ]}.`,
 		}
 		e, err := col.Explain(cmd.Context(), k)
 		if err != nil {
-			return gcError(err)
+			return gcError(a.missing(cmd.Context(), k, err))
 		}
 		if structured(*out) {
 			return printObject(a.s.Out, *out, kindExplanation, e)

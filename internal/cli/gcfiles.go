@@ -105,7 +105,7 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 			}
 		}
 		if err != nil {
-			return gcError(err)
+			return gcError(a.missing(ctx, k, err))
 		}
 		plans = append(plans, p)
 		if r, err := st.Get(ctx, k); err == nil {

@@ -357,14 +357,17 @@ func oneLine(s string, n int) string {
 }
 
 func newRetryGetCmd(a *app) *cobra.Command {
+	var ns string
 	c := &cobra.Command{
-		Use:   "get ID",
-		Short: "Show one row of the retry queue, with its history",
+		Use:   "get ID | KIND NAME",
+		Short: "Show one row of the retry queue, or every row of one owner, with its history",
 		Example: `  lethe retry get 12
-  lethe retry get 12 -o json`,
-		Args: exactArgs(1, "ID"),
+  lethe retry get backup nightly-0413
+  lethe retry get VolumeSnapshot snap-w -n prod -o json`,
+		Args: cobra.RangeArgs(1, 2),
 	}
 	out := outputFlag(c, "table")
+	c.Flags().StringVarP(&ns, "namespace", "n", "", "with KIND NAME: the owner's namespace")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
@@ -374,18 +377,30 @@ func newRetryGetCmd(a *app) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		id, err := a.retryRow(ctx, q, args[0])
+		ids, err := a.retryRows(ctx, q, args, ns)
 		if err != nil {
 			return err
 		}
-		r, err := q.Get(ctx, id)
-		if err != nil {
-			return err
+		var rows []*catalog.RetryRow
+		for _, id := range ids {
+			r, err := q.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, r)
 		}
 		if structured(*out) {
-			return printObject(a.s.Out, *out, kindRetryItem, retryItem(r))
+			if len(args) == 1 {
+				return printObject(a.s.Out, *out, kindRetryItem, retryItem(rows[0]))
+			}
+			return printList(a.s.Out, *out, kindRetryItem, retryItems(rows))
 		}
-		a.printRetry(r)
+		for i, r := range rows {
+			if i > 0 {
+				fmt.Fprintln(a.s.Out)
+			}
+			a.printRetry(r)
+		}
 		return nil
 	}
 	return c
@@ -442,9 +457,9 @@ type retryActionView struct {
 
 func newRetryNowCmd(a *app) *cobra.Command {
 	var all, dryRun bool
-	var state string
+	var state, ns string
 	c := &cobra.Command{
-		Use:   "now ID | --all",
+		Use:   "now ID | KIND NAME | --all",
 		Short: "Requeue rows at once (a discarded one starts its attempts again); audited",
 		Long: `Make rows due now: 'lethe server' runs them at once (a backup item: the
 backup's deletion; a resource or a wait: a step of the garbage collector on
@@ -454,15 +469,17 @@ owner's DeletionStuck condition is cleared when no discarded row is left
 the audit log, in the name of whoever ran it.`,
 		Example: `  lethe retry now 12
   lethe retry now 12 --dry-run
+  lethe retry now backup nightly-0413         # every row of that backup
   lethe retry now --all --state discarded -o json`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.MaximumNArgs(2),
 	}
+	c.Flags().StringVarP(&ns, "namespace", "n", "", "with KIND NAME: the owner's namespace")
 	out := outputFlag(c, "table")
 	c.Flags().BoolVar(&all, "all", false, "requeue every row that is not running")
 	c.Flags().StringVar(&state, "state", "", "with --all: only rows in this state (retryable or discarded)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would be requeued; change nothing")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		return a.retryAction(cmd, args, all, state, dryRun, *out, "requeued", func(ctx context.Context, q *retry.Queue, id int64) (*catalog.RetryRow, error) {
+		return a.retryAction(cmd, args, ns, all, state, dryRun, *out, "requeued", func(ctx context.Context, q *retry.Queue, id int64) (*catalog.RetryRow, error) {
 			return q.RetryNow(ctx, id, dryRun)
 		})
 	}
@@ -471,8 +488,9 @@ the audit log, in the name of whoever ran it.`,
 
 func newRetryDiscardCmd(a *app) *cobra.Command {
 	var dryRun bool
+	var ns string
 	c := &cobra.Command{
-		Use:   "discard ID",
+		Use:   "discard ID | KIND NAME",
 		Short: "Discard a row to the dead letters by hand; audited",
 		Long: `Stop retrying a row: it is discarded as if its attempts were exhausted. Its
 owner gets DeletionStuck, an event is recorded and the webhooks are notified.
@@ -486,26 +504,28 @@ again until 'lethe retry now', and the collector ('lethe server', or
 A discarded Wait row still goes by itself when the wait ends (the referrer
 is deleted, the finalizer removed).`,
 		Example: `  lethe retry discard 12 --dry-run
-  lethe retry discard 12`,
-		Args: exactArgs(1, "ID"),
+  lethe retry discard 12
+  lethe retry discard backup nightly-0413      # every row of that backup`,
+		Args: cobra.RangeArgs(1, 2),
 	}
+	c.Flags().StringVarP(&ns, "namespace", "n", "", "with KIND NAME: the owner's namespace")
 	out := outputFlag(c, "table")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would be discarded; change nothing")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		return a.retryAction(cmd, args, false, "", dryRun, *out, "discarded", func(ctx context.Context, q *retry.Queue, id int64) (*catalog.RetryRow, error) {
+		return a.retryAction(cmd, args, ns, false, "", dryRun, *out, "discarded", func(ctx context.Context, q *retry.Queue, id int64) (*catalog.RetryRow, error) {
 			return q.Discard(ctx, id, dryRun)
 		})
 	}
 	return c
 }
 
-func (a *app) retryAction(cmd *cobra.Command, args []string, all bool, state string, dryRun bool, out, verb string,
+func (a *app) retryAction(cmd *cobra.Command, args []string, ns string, all bool, state string, dryRun bool, out, verb string,
 	do func(context.Context, *retry.Queue, int64) (*catalog.RetryRow, error)) error {
 	if err := checkOutput(out); err != nil {
 		return err
 	}
-	if all == (len(args) == 1) {
-		return usageError{fmt.Errorf("%s needs an ID or --all (not both)", cmd.CommandPath())}
+	if all == (len(args) > 0) {
+		return usageError{fmt.Errorf("%s needs an ID, KIND NAME or --all (one of them)", cmd.CommandPath())}
 	}
 	st, err := parseState(state)
 	if err != nil {
@@ -533,12 +553,8 @@ func (a *app) retryAction(cmd *cobra.Command, args []string, all bool, state str
 				ids = append(ids, r.ID)
 			}
 		}
-	} else {
-		id, err := a.retryRow(ctx, q, args[0])
-		if err != nil {
-			return err
-		}
-		ids = []int64{id}
+	} else if ids, err = a.retryRows(ctx, q, args, ns); err != nil {
+		return err
 	}
 	var rows []*catalog.RetryRow
 	for _, id := range ids {

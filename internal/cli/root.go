@@ -109,6 +109,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
 		newApplyCmd(a), newDeleteCmd(a), newUndeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a), newRetentionCmd(a))
 	root.AddCommand(newLocationCmd(a), newStatusCmd(a))
+	addGrammarFooter(root)
 	fixCompletion(root)
 	a.registerCompletions(root)
 	return root, a

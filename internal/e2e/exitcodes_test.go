@@ -19,6 +19,9 @@ func TestExitCodesFollowTheReadmeTable(t *testing.T) {
 	e.create("b1", 2, "--labels", "team=db,env=prod")
 	e.create("gone", 2)
 	e.ok("backup", "delete", "gone", "--yes")
+	e.ok("apply", "-f", e.writeFile("old.yaml", "kind: Account\nmetadata: {name: old}\n"))
+	e.ok("delete", "Account", "old", "--yes", "--wait")
+	missing := e.writeFile("missing.yaml", "kind: Database\nmetadata: {name: nope, namespace: shop}\n")
 	long := strings.Repeat("a", 300)
 	for _, c := range []struct {
 		args []string
@@ -64,7 +67,12 @@ func TestExitCodesFollowTheReadmeTable(t *testing.T) {
 		{[]string{"undelete", "backup", "gone"}, 4, `backup "gone" was purged`},
 		{[]string{"finalize", "backup", "gone", "example.com/x"}, 4, `backup "gone" was purged`},
 		{[]string{"get", "backpus"}, 4, "did you mean backups?"},
-		{[]string{"delete", "services", "web", "--yes"}, 4, "not found"}, // worded by the collector (branch gc2 owns delete)
+		{[]string{"delete", "services", "web", "--yes"}, 4, `Service "web" not found`},
+		{[]string{"delete", "Database", "nope", "-n", "shop", "--yes"}, 4, `Database "shop/nope" not found`},
+		{[]string{"delete", "-f", missing, "--yes"}, 4, `Database "shop/nope" not found`},
+		{[]string{"explain", "Database", "nope", "-n", "shop"}, 4, `Database "shop/nope" not found`},
+		{[]string{"delete", "Account", "old", "--yes"}, 4, `Account "old" was purged`},
+		{[]string{"delete", "backup", "gone", "--yes"}, 4, `backup "gone" was purged`},
 		{[]string{"delete", "svcs", "web", "--yes"}, 4, "the catalog has never held a resource of kind svcs"},
 	} {
 		r := e.run(c.args...)

@@ -128,16 +128,22 @@ func TestRetryQueueThroughTheBinary(t *testing.T) {
 	require.Equal(t, 4, e.run("retry", "now", "99999").code)
 	require.Equal(t, 2, e.run("retry", "list", "--state", "bogus").code)
 	require.Equal(t, 2, e.run("retry", "now").code)
+	requireOneErrorLine(t, e.run("retry", "get", "backup", "nosuch"), `no retry row for Backup/nosuch`)
+	require.Equal(t, 2, e.run("retry", "now", id, "-n", "prod").code, "-n goes with KIND NAME")
 	out := e.ok("retry", "get", id)
 	require.Contains(t, out.stdout, "History:")
 	require.Contains(t, out.stdout, "discarded")
-	dry := e.ok("retry", "now", id, "--dry-run")
+	// Rows are named by their owner too, as every other command names
+	// things: a walkthrough needs no row number.
+	require.Equal(t, out.stdout, e.ok("retry", "get", "bk", "stuck").stdout)
+	dry := e.ok("retry", "now", "backup", "stuck", "--dry-run")
+	require.Contains(t, dry.stdout, "retry row "+id+" (Backup/stuck ")
 	require.Contains(t, dry.stdout, "dry run: nothing changed")
 	require.Equal(t, "discarded", e.retryRows()[0].State)
 
 	// The cause is fixed; the operator requeues, in the audit log.
 	require.NoError(t, os.Remove(filepath.Join(e.control, bad+".fail")))
-	e.ok("retry", "now", id)
+	e.ok("retry", "now", "Backup", "stuck")
 	rows = e.retryRows()
 	require.Equal(t, "retryable", rows[0].State)
 	require.Equal(t, 0, rows[0].Attempts)
