@@ -192,7 +192,7 @@ func (l *Locations) Open(ctx context.Context, location string) (Store, error) {
 		return nil, &UnavailableError{Location: loc, Cause: oneLine(err)}
 	}
 	if st, ok := s.(*store); ok && st.kind == kindS3 {
-		if ok, err := st.bucket.IsAccessible(ctx); err != nil || !ok {
+		if ok, err := st.accessible(ctx); err != nil || !ok {
 			_ = s.Close()
 			cause := "the bucket does not exist"
 			switch {
