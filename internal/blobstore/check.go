@@ -3,6 +3,9 @@ package blobstore
 import (
 	"context"
 	"os"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 )
 
 // Checker is a Store that can say whether it is reachable now. Stores
@@ -36,7 +39,7 @@ func (s *store) Check(ctx context.Context) error {
 			return &UnavailableError{Location: s.url, Cause: "the folder does not exist"}
 		}
 	case kindS3:
-		ok, err := s.bucket.IsAccessible(ctx)
+		ok, err := s.accessible(ctx)
 		switch {
 		case err != nil:
 			return &UnavailableError{Location: s.url, Cause: oneLine(err)}
@@ -45,4 +48,28 @@ func (s *store) Check(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// accessible says whether the s3:// bucket answers: one listing request
+// of one key, as blob.Bucket.IsAccessible makes, but never more (that
+// one keeps asking for as long as pages come back empty and truncated,
+// which a hostile endpoint can do for ever), and within the listing's
+// time bound.
+func (s *store) accessible(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.limits.withDefaults().Timeout)
+	defer cancel()
+	requests := 0
+	_, _, err := s.bucket.ListPage(ctx, blob.FirstPageToken, 1, &blob.ListOptions{BeforeList: func(func(any) bool) error {
+		if requests++; requests > 1 {
+			return errListPages // the first request was answered
+		}
+		return nil
+	}})
+	switch {
+	case err == nil, requests > 1:
+		return true, nil
+	case gcerrors.Code(err) == gcerrors.NotFound:
+		return false, nil
+	}
+	return false, err
 }

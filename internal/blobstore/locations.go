@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // ErrUnavailable is returned by Locations.Open for a location that cannot
@@ -30,6 +32,24 @@ func (e *UnavailableError) Error() string {
 
 // Is makes errors.Is(err, ErrUnavailable) true.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// ErrUnknownLocation is returned by Locations.Open for a location that
+// was not declared (Declare): Lethe opens, reads and deletes only in the
+// locations it is configured with, whatever a catalog row names.
+var ErrUnknownLocation = errors.New("storage location not configured")
+
+// UnknownLocationError names a location that is not configured.
+// errors.Is(err, ErrUnknownLocation) holds.
+type UnknownLocationError struct {
+	Location string
+}
+
+func (e *UnknownLocationError) Error() string {
+	return "storage location " + termtext.Quote(e.Location) + " is not configured: Lethe opens only the locations it is given (--storage, --location); refusing to touch it"
+}
+
+// Is makes errors.Is(err, ErrUnknownLocation) true.
+func (e *UnknownLocationError) Is(target error) bool { return target == ErrUnknownLocation }
 
 // Location returns rawURL in the form Store.URL gives: no user info, a
 // clean path, the query sorted. Two URLs of the same location compare
@@ -73,6 +93,9 @@ type Locations struct {
 
 	mu   sync.Mutex
 	open map[string]Store
+	// known are the declared locations (Declare), the default's included:
+	// the only ones Open opens.
+	known map[string]bool
 	// ro are the read-only locations (see readonly.go).
 	ro map[string]bool
 	// creds are the locations with static credentials of their own
@@ -86,7 +109,7 @@ type Locations struct {
 // (SetCredentials), or come from the environment (AWS_ACCESS_KEY_ID,
 // shared config files, ...).
 func NewLocations(def Store, cfg *Config) *Locations {
-	l := &Locations{def: def, open: map[string]Store{}}
+	l := &Locations{def: def, open: map[string]Store{}, known: map[string]bool{}}
 	if cfg != nil {
 		l.cfg = *cfg
 	}
@@ -96,15 +119,44 @@ func NewLocations(def Store, cfg *Config) *Locations {
 	return l
 }
 
+// Declare adds the location at url to those Open opens (a configured
+// --location). The default needs no declaration.
+func (l *Locations) Declare(url string) {
+	loc, err := Location(url)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.known[loc] = true
+}
+
+// Known reports whether Open would open the location at url ("" is the
+// default): the default, or a declared one.
+func (l *Locations) Known(url string) bool {
+	if url == "" {
+		return true
+	}
+	loc, err := Location(url)
+	if err != nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return loc == l.defLoc || l.known[loc]
+}
+
 // Default is the configured store.
 func (l *Locations) Default() Store { return l.def }
 
 // Open returns the store at location: Default when location is empty or
-// names the same place. Another location is opened with its own
-// credentials (SetCredentials), else those of the environment, and must
-// exist (a file:// folder) or answer (an
-// s3:// bucket); otherwise the error wraps ErrUnavailable and names the
-// location, without credentials.
+// names the same place. Another location must have been declared
+// (Declare), or the error wraps ErrUnknownLocation and nothing is opened:
+// a location comes from the configuration, never from a catalog row
+// alone. It is opened with its own credentials (SetCredentials), else
+// those of the environment, and must exist (a file:// folder) or answer
+// (an s3:// bucket); otherwise the error wraps ErrUnavailable and names
+// the location, without credentials.
 func (l *Locations) Open(ctx context.Context, location string) (Store, error) {
 	if location == "" {
 		return l.def, nil
@@ -115,6 +167,9 @@ func (l *Locations) Open(ctx context.Context, location string) (Store, error) {
 	}
 	if loc == l.defLoc {
 		return l.def, nil
+	}
+	if !l.Known(loc) {
+		return nil, &UnknownLocationError{Location: loc}
 	}
 	if u, err := url.Parse(loc); err == nil && u.Scheme == "file" {
 		// Opening a file:// store creates its folder; a recorded one that
@@ -137,7 +192,7 @@ func (l *Locations) Open(ctx context.Context, location string) (Store, error) {
 		return nil, &UnavailableError{Location: loc, Cause: oneLine(err)}
 	}
 	if st, ok := s.(*store); ok && st.kind == kindS3 {
-		if ok, err := st.bucket.IsAccessible(ctx); err != nil || !ok {
+		if ok, err := st.accessible(ctx); err != nil || !ok {
 			_ = s.Close()
 			cause := "the bucket does not exist"
 			switch {

@@ -37,7 +37,8 @@ func TestLocationComparesPlaces(t *testing.T) {
 }
 
 // TestLocationsOpen: the configured store for its own location (however
-// spelt), another store for another folder, and a folder that is gone is
+// spelt), another store for another declared folder, a folder that was
+// not declared is ErrUnknownLocation, and a folder that is gone is
 // ErrUnavailable, not created.
 func TestLocationsOpen(t *testing.T) {
 	dir := t.TempDir()
@@ -56,12 +57,19 @@ func TestLocationsOpen(t *testing.T) {
 
 	other := filepath.Join(dir, "other")
 	require.NoError(t, os.Mkdir(other, 0o700))
+	_, err = l.Open(t.Context(), fileURL(other))
+	require.ErrorIs(t, err, blobstore.ErrUnknownLocation, "a location that was not declared is never opened")
+	require.ErrorContains(t, err, "storage location "+fileURL(other)+" is not configured")
+	require.False(t, l.Known(fileURL(other)))
+	l.Declare(fileURL(other))
+	require.True(t, l.Known(fileURL(other)+"/"))
 	s, err = l.Open(t.Context(), fileURL(other))
 	require.NoError(t, err)
 	require.NotSame(t, def, s)
 	require.Equal(t, fileURL(other), s.URL())
 
 	gone := filepath.Join(dir, "gone")
+	l.Declare(fileURL(gone))
 	_, err = l.Open(t.Context(), fileURL(gone))
 	require.ErrorIs(t, err, blobstore.ErrUnavailable)
 	var ue *blobstore.UnavailableError

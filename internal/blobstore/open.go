@@ -37,6 +37,8 @@ type Config struct {
 	// (ErrNotExist) instead of creating it: a misspelt location is not
 	// created by accident.
 	MustExist bool
+	// List bounds each listing; zero fields take the defaults.
+	List ListLimits
 }
 
 // ErrNotExist is the error of a file:// directory that does not exist, opened with
@@ -251,7 +253,7 @@ func openFile(u *url.URL, cfg *Config) (Store, error) {
 		return nil, fmt.Errorf("blobstore: open %q: %w", shown, err)
 	}
 	shownURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
-	return &store{bucket: bkt, url: shownURL, kind: kindFile, dir: dir}, nil
+	return &store{bucket: bkt, url: shownURL, kind: kindFile, dir: dir, limits: cfg.List}, nil
 }
 
 func openS3(ctx context.Context, u *url.URL, cfg *Config) (Store, error) {
@@ -371,5 +373,6 @@ func openS3(ctx context.Context, u *url.URL, cfg *Config) (Store, error) {
 		url:            shownURL.String(),
 		kind:           kindS3,
 		closeTransport: transport.CloseIdleConnections,
+		limits:         cfg.List,
 	}, nil
 }

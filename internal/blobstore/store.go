@@ -1,6 +1,7 @@
 package blobstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -44,6 +46,8 @@ type store struct {
 	dir string
 	// closeTransport drops idle HTTP connections; nil for file://.
 	closeTransport func()
+	// limits bound each List.
+	limits ListLimits
 }
 
 var _ Store = (*store)(nil)
@@ -271,14 +275,33 @@ func (s *store) removeEmptyParents(key string) {
 // List returns the objects whose keys start with prefix, sorted by key.
 // The prefix is a plain string prefix: "b" matches "b/x" and "bb".
 func (s *store) List(ctx context.Context, prefix string) ([]Attributes, error) {
-	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	lim := s.limits.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
+	defer cancel()
+	pages := 0
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix, BeforeList: func(func(any) bool) error {
+		// Called before each request of the listing (s3://).
+		if pages++; pages > lim.MaxPages {
+			return errListPages
+		}
+		return nil
+	}})
+	tooLong := func(why string) error {
+		return fmt.Errorf("blobstore: list %q in %s: %w: %s; nothing is concluded from it", prefix, s.url, ErrListingTooLong, why)
+	}
 	var out []Attributes
 	for {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
 			break
 		}
-		if err != nil {
+		switch {
+		case err == nil:
+		case pages > lim.MaxPages:
+			return nil, tooLong(fmt.Sprintf("more than %d pages", lim.MaxPages))
+		case ctx.Err() == context.DeadlineExceeded:
+			return nil, tooLong(fmt.Sprintf("it did not end within %s (%d pages, %d keys)", lim.Timeout, pages, len(out)))
+		default:
 			return nil, fmt.Errorf("blobstore: list %q: %w", prefix, err)
 		}
 		if obj.IsDir {
@@ -287,10 +310,44 @@ func (s *store) List(ctx context.Context, prefix string) ([]Attributes, error) {
 		if s.kind == kindFile && fileTempName.MatchString(obj.Key) {
 			continue // A write in progress, or one a crash left behind.
 		}
+		if len(out) == lim.MaxKeys {
+			return nil, tooLong(fmt.Sprintf("more than %d keys", lim.MaxKeys))
+		}
 		out = append(out, Attributes{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime})
 	}
 	slices.SortFunc(out, func(a, b Attributes) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
+}
+
+// ErrListingTooLong means a listing went past its bounds (ListLimits): a
+// store that never stops listing, or more keys than Lethe keeps in
+// memory. Nothing is concluded from it: no backup is taken for missing.
+var ErrListingTooLong = errors.New("the listing went past its bounds")
+
+var errListPages = errors.New("too many list pages")
+
+// ListLimits bound one List: its keys, its requests (pages, s3://) and its
+// time. Zero fields take the defaults.
+type ListLimits struct {
+	MaxKeys  int
+	MaxPages int
+	Timeout  time.Duration
+}
+
+// Default listing bounds: a million keys (some 70,000 Velero backups),
+// 10,000 pages (S3 returns up to 1,000 keys a page), ten minutes.
+const (
+	DefaultMaxListKeys  = 1_000_000
+	DefaultMaxListPages = 10_000
+	DefaultListTimeout  = 10 * time.Minute
+)
+
+func (l ListLimits) withDefaults() ListLimits {
+	return ListLimits{
+		MaxKeys:  cmp.Or(l.MaxKeys, DefaultMaxListKeys),
+		MaxPages: cmp.Or(l.MaxPages, DefaultMaxListPages),
+		Timeout:  cmp.Or(l.Timeout, DefaultListTimeout),
+	}
 }
 
 // URL returns the store's location without credentials.

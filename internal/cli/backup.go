@@ -327,6 +327,12 @@ as it happens, until interrupted (as lethe get backups -w).`,
 		}
 		var views []*backupView
 		for _, r := range rs {
+			// One record that cannot be read (written into the catalog by
+			// hand) is left out with a warning; the others are listed.
+			if _, err := backup.FromResource(r); err != nil {
+				fmt.Fprintf(a.s.Err, "Warning: left out of the list: %s\n", termtext.Quote(oneLineErr(err)))
+				continue
+			}
 			v, err := a.backupView(ctx, r, false)
 			if err != nil {
 				return err

@@ -62,8 +62,9 @@ func (a *app) locationSet() (storageloc.Set, error) {
 	return a.g.locs.set, nil
 }
 
-// storageLocations is the opener of every location, with the read-only
-// ones marked: the deletion refuses them.
+// storageLocations is the opener of every declared location, and of no
+// other (a catalog row cannot name one), with the read-only ones marked:
+// the deletion refuses them.
 func (a *app) storageLocations(ctx context.Context) (*blobstore.Locations, error) {
 	bl, err := a.storage(ctx)
 	if err != nil {
@@ -77,6 +78,7 @@ func (a *app) storageLocations(ctx context.Context) (*blobstore.Locations, error
 		a.locations = blobstore.NewLocations(bl, nil)
 	}
 	for _, l := range set {
+		a.locations.Declare(l.URL)
 		if l.ReadOnly {
 			a.locations.SetReadOnly(l.URL)
 		}

@@ -76,6 +76,7 @@ type Catalog interface {
 	catalog.WorkQueue
 	catalog.Progress
 	catalog.Graph
+	catalog.Audit
 }
 
 // Config configures a Deleter.
@@ -378,8 +379,13 @@ func (d *Deleter) Stuck(ctx context.Context, name string) (bool, int, error) {
 }
 
 // blobsFor opens the storage location the backup was registered in (the
-// configured storage for a backup that recorded none).
+// configured storage for a backup that recorded none), once checkStorage
+// has found that its row names its own storage: every read and delete of
+// a deletion goes through here.
 func (d *Deleter) blobsFor(ctx context.Context, b *backup.Backup) (blobstore.Store, error) {
+	if err := d.checkStorage(b); err != nil {
+		return nil, err
+	}
 	bl, err := d.cfg.Locations.Open(ctx, b.Spec.StorageLocation)
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", b.Name(), err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/blobstore"
+	"github.com/lethehq/lethe/internal/termtext"
 	"github.com/lethehq/lethe/internal/velero"
 )
 
@@ -49,20 +50,15 @@ func (d *Deleter) purgeFolder(ctx context.Context, bl blobstore.Store, b *backup
 }
 
 // folderKeys lists what purgeFolder deletes, in order: velero-backup.json
-// first, then the rest of the backup's folder. The tarball is included
-// even when the listing does not show it (listed is false then: it is
-// gone already, or its key is outside the folder, which is never the case
-// for a backup Lethe registered, nor for one Velero wrote).
+// first, then the rest of the backup's own folder, backups/<name>/ (never
+// a folder a row names: checkStorage made sure that the storage key is
+// the backup's own tarball, in that folder). The tarball is included even
+// when the listing does not show it (listed is false then: it is gone
+// already).
 func folderKeys(ctx context.Context, bl blobstore.Store, b *backup.Backup) (keys []string, listed bool, err error) {
-	dir := path.Dir(b.Spec.StorageKey) + "/"
-	if !strings.HasPrefix(dir, velero.BackupsDir) || dir == velero.BackupsDir {
-		// Not in a folder of its own: nothing else is its.
-		if _, err := bl.Stat(ctx, b.Spec.StorageKey); err != nil && !errors.Is(err, blobstore.ErrNotFound) {
-			return nil, false, err
-		} else if err == nil {
-			listed = true
-		}
-		return []string{b.Spec.StorageKey}, listed, nil
+	dir := velero.BackupDir(b.Name())
+	if path.Dir(b.Spec.StorageKey)+"/" != dir {
+		return nil, false, fmt.Errorf("%w: backup %s: its storage key %s is outside its folder %s", ErrStorageRefused, b.Name(), termtext.Quote(b.Spec.StorageKey), dir)
 	}
 	objs, err := bl.List(ctx, dir)
 	if err != nil {

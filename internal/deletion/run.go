@@ -134,7 +134,7 @@ func (d *Deleter) runLeased(ctx context.Context, b *backup.Backup, w *catalog.Wo
 		d.retryFinished(bg, b, rep)
 	} else {
 		msg, next := "", d.nextRun(bg, b, rep, runErr, w)
-		if tarballUnusable(runErr) {
+		if tarballUnusable(runErr) || storageRefused(runErr) {
 			// Retrying changes nothing until the tarball is back, or the
 			// operator abandons the items: the daemon leaves it parked
 			// (the backup's condition says why), and an explicit delete
@@ -297,6 +297,12 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 	rep := &Report{Backup: r.Name}
 	fence := w.Fence()
 	if err := checkFinished(b); err != nil {
+		return nil, err
+	}
+	// The row is checked before anything else, whatever its finalizers:
+	// a row written into the catalog must not pick what a purge deletes.
+	if err := d.checkStorage(b); err != nil {
+		d.refuseStorage(ctx, b, err)
 		return nil, err
 	}
 	if err := d.checkWritable(b); err != nil {

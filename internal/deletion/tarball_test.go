@@ -311,10 +311,11 @@ func TestRetryAfterIsClamped(t *testing.T) {
 }
 
 // TestDeletionUsesTheRecordedStorageLocation: a backup registered in one
-// storage location is deleted there, whatever storage the deleter is
-// configured with now; a backup that recorded none falls back to the
-// configured storage; a recorded location that is gone fails with one line
-// naming it, and changes nothing.
+// storage location is deleted there, whatever storage is the default now,
+// as long as that location is configured: one that is not is refused with
+// one line, and nothing changes; a backup that recorded none falls back to
+// the configured storage; a recorded location that is gone fails with one
+// line naming it, and changes nothing.
 func TestDeletionUsesTheRecordedStorageLocation(t *testing.T) {
 	e := newEnv(t)
 	e.addBackup("elsewhere", items(3), archivetest.Options{}, nil)
@@ -322,7 +323,14 @@ func TestDeletionUsesTheRecordedStorageLocation(t *testing.T) {
 	oldLoc := e.backup("elsewhere").Spec.StorageLocation
 	require.Equal(t, e.blobs.URL(), oldLoc)
 
-	other := e.otherDeleter(t, "file://"+filepath.Join(t.TempDir(), "other"))
+	unconfigured := e.otherDeleter(t, "file://"+filepath.Join(t.TempDir(), "unconfigured"))
+	_, err := unconfigured.Delete(e.ctx, "elsewhere", deletion.Options{})
+	require.ErrorIs(t, err, deletion.ErrStorageRefused)
+	require.ErrorContains(t, err, "its storage location "+oldLoc+" is not one Lethe is configured with")
+	require.NotContains(t, err.Error(), "\n")
+	require.Equal(t, catalog.PhaseActive, e.backup("elsewhere").Resource.Phase)
+
+	other := e.otherDeleter(t, "file://"+filepath.Join(t.TempDir(), "other"), oldLoc)
 	rep, err := other.Delete(e.ctx, "elsewhere", deletion.Options{})
 	require.NoError(t, err)
 	require.Equal(t, deletion.ResultPurged, rep.Result)
@@ -368,7 +376,7 @@ func TestRecordedS3LocationNeedsItsCredentials(t *testing.T) {
 	require.True(t, strings.HasPrefix(loc, "s3://"+s3test.Bucket), loc)
 	require.NotContains(t, loc, s3test.AccessKey)
 
-	other := e.otherDeleter(t, "file://"+filepath.Join(t.TempDir(), "other"))
+	other := e.otherDeleter(t, "file://"+filepath.Join(t.TempDir(), "other"), loc)
 	_, err := other.Delete(e.ctx, "in-s3", deletion.Options{})
 	require.ErrorIs(t, err, blobstore.ErrUnavailable)
 	require.ErrorContains(t, err, "storage location s3://"+s3test.Bucket)
@@ -379,7 +387,7 @@ func TestRecordedS3LocationNeedsItsCredentials(t *testing.T) {
 
 	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
-	other = e.otherDeleter(t, "file://"+filepath.Join(t.TempDir(), "other2"))
+	other = e.otherDeleter(t, "file://"+filepath.Join(t.TempDir(), "other2"), loc)
 	rep, err := other.Delete(e.ctx, "in-s3", deletion.Options{})
 	require.NoError(t, err)
 	require.Equal(t, deletion.ResultPurged, rep.Result)
@@ -387,13 +395,18 @@ func TestRecordedS3LocationNeedsItsCredentials(t *testing.T) {
 }
 
 // otherDeleter is a Deleter on the same catalog and plugins, configured
-// with another storage URL.
-func (e *env) otherDeleter(t *testing.T, storageURL string) *deletion.Deleter {
+// with another storage URL as its default, and the locations declared.
+func (e *env) otherDeleter(t *testing.T, storageURL string, declared ...string) *deletion.Deleter {
 	t.Helper()
 	bl, err := blobstore.Open(e.ctx, storageURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = bl.Close() })
-	d, err := deletion.New(&deletion.Config{Store: e.store, Blobs: bl, Plugins: deletion.HostPlugins(e.host), Now: e.clock})
+	locs := blobstore.NewLocations(bl, nil)
+	for _, l := range declared {
+		locs.Declare(l)
+	}
+	t.Cleanup(func() { _ = locs.Close() })
+	d, err := deletion.New(&deletion.Config{Store: e.store, Blobs: bl, Locations: locs, Plugins: deletion.HostPlugins(e.host), Now: e.clock})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	return d

@@ -92,8 +92,10 @@ func TestReplacedTarball(t *testing.T) {
 }
 
 // TestDeletionUsesTheRecordedStorage is issue 8 point 4: a backup created
-// with one --storage is deleted from it whatever --storage says then; a
-// recorded folder that is gone is one line naming it.
+// with one --storage is deleted from it whatever the default location is
+// then, as long as it is a configured location (one that is not is
+// refused: a catalog row alone never says where to delete); a recorded
+// folder that is gone is one line naming it.
 func TestDeletionUsesTheRecordedStorage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, pluginRecorder)
@@ -106,13 +108,18 @@ func TestDeletionUsesTheRecordedStorage(t *testing.T) {
 	require.FileExists(t, tarA)
 	require.Contains(t, e.ok("backup", "get", "kept-in-a").stdout, "file://"+a+"/backups/kept-in-a/kept-in-a.tar.gz")
 
-	r := e.ok("--storage", "file://"+bDir, "backup", "delete", "kept-in-a", "--yes")
+	r := e.run("--storage", "file://"+bDir, "backup", "delete", "kept-in-a", "--yes")
+	requireOneErrorLine(t, r, "its storage location file://"+a+" is not one Lethe is configured with")
+	require.FileExists(t, tarA)
+	require.Equal(t, "Active", e.get("kept-in-a").Phase)
+	both := []string{"--location", "b=file://" + bDir + ",default", "--location", "a=file://" + a}
+	r = e.ok(append(both, "backup", "delete", "kept-in-a", "--yes")...)
 	require.Contains(t, r.stdout, "purged tarball file://"+a+"/backups/kept-in-a/kept-in-a.tar.gz")
 	require.NoFileExists(t, tarA)
 	require.Len(t, e.readRecord()[recFirst], 6, "the plugins ran on the items from storage a")
 
 	require.NoError(t, os.RemoveAll(a))
-	r = e.run("--storage", "file://"+bDir, "backup", "delete", "lost-with-a", "--yes")
+	r = e.run(append(both, "backup", "delete", "lost-with-a", "--yes")...)
 	require.Equal(t, 1, r.code, "%s", r)
 	requireOneErrorLine(t, r, "storage location file://"+a+" is unavailable: the folder does not exist")
 	require.NoDirExists(t, a)

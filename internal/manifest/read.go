@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -118,8 +119,12 @@ func Read(path string, stdin io.Reader, lim Limits) ([]Source, error) {
 	return out, nil
 }
 
+// readFile reads the regular file at path. It opens it without blocking:
+// opening a FIFO (a named pipe called x.yaml) for reading would otherwise
+// wait for a writer for ever; it is refused instead, as is anything else
+// that is not a regular file.
 func readFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +134,7 @@ func readFile(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
+		return nil, fmt.Errorf("%s: not a regular file; refusing to read it", path)
 	}
 	b, err := readCapped(f, limit)
 	if err != nil {

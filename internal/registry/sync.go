@@ -300,7 +300,7 @@ func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, op
 // for the report.
 func (g *Registry) readMetadata(ctx context.Context, f *folder) (*velero.Backup, []byte, error) {
 	if f.metadata.Size > velero.MaxMetadataSize {
-		return nil, nil, fmt.Errorf("%s is larger than %d bytes", velero.MetadataFile, velero.MaxMetadataSize)
+		return nil, nil, fmt.Errorf("%s is larger than %d bytes (a real one is a few KiB); not importing it", velero.MetadataFile, velero.MaxMetadataSize)
 	}
 	rc, err := g.cfg.Blobs.Open(ctx, f.metadata.Key)
 	if err != nil {

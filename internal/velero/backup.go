@@ -17,8 +17,10 @@ const (
 )
 
 // MaxMetadataSize caps the size of a velero-backup.json Lethe reads: a
-// real one is a few KiB.
-const MaxMetadataSize = 4 << 20
+// real one is a few KiB. A sync keeps the file, byte for byte, in the
+// backup's row (and the catalog's change feed), so a folder whose file is
+// larger is refused, not imported.
+const MaxMetadataSize = 64 << 10
 
 // Backup is the part of a velero.io/v1 Backup object (velero-backup.json)
 // that Lethe reads. Field names and JSON tags follow Velero's
@@ -73,7 +75,7 @@ type BackupProgress struct {
 // Backup of that name, and a TTL that is not a duration.
 func ParseBackup(data []byte, name string) (*Backup, error) {
 	if len(data) > MaxMetadataSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", MetadataFile, MaxMetadataSize)
+		return nil, fmt.Errorf("%s is larger than %d bytes (a real one is a few KiB); not importing it", MetadataFile, MaxMetadataSize)
 	}
 	var b Backup
 	if err := json.Unmarshal(data, &b); err != nil {

@@ -3,6 +3,7 @@ package velero_test
 import (
 	"bytes"
 	"compress/gzip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,40 @@ func TestParseVolumeSnapshots(t *testing.T) {
 	}
 	_, err = velero.ParseVolumeSnapshots([]byte("[]"), key)
 	require.ErrorContains(t, err, "not gzip")
+}
+
+// TestVolumeSnapshotBombsAreRefusedCheaply: a small gzip that expands to
+// millions of tiny entries (a 130 KB file once cost 1.5 GB and two minutes
+// of CPU) is refused at the entry cap, decoded one entry at a time, having
+// allocated a few megabytes; one that expands past the size cap is refused
+// too. A list at the entry cap is accepted.
+func TestVolumeSnapshotBombsAreRefusedCheaply(t *testing.T) {
+	key := velero.VolumeSnapshotsKey("bomb")
+	entry := `{"spec":{}},`
+	many := "[" + strings.Repeat(entry, 60<<20/len(entry)) + `{"spec":{}}]`
+	bomb := gzipped(t, many)
+	require.Less(t, len(bomb), 1<<20, "a small file")
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	_, err := velero.ParseVolumeSnapshots(bomb, key)
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	require.ErrorContains(t, err, key+" lists more than 10000 volume snapshots; refusing it")
+	allocated := after.TotalAlloc - before.TotalAlloc
+	require.Less(t, allocated, uint64(32<<20), "allocated %d bytes", allocated)
+	require.Less(t, took, 5*time.Second)
+
+	huge := gzipped(t, `[{"spec":{"x":"`+strings.Repeat("A", velero.MaxVolumeSnapshotsSize)+`"}}]`)
+	_, err = velero.ParseVolumeSnapshots(huge, key)
+	require.ErrorContains(t, err, "is larger than 16777216 bytes decompressed; refusing it")
+
+	atCap := gzipped(t, "["+strings.Repeat(entry, velero.MaxVolumeSnapshots-1)+`{"spec":{}}]`)
+	items, err := velero.ParseVolumeSnapshots(atCap, key)
+	require.NoError(t, err)
+	require.Len(t, items, velero.MaxVolumeSnapshots)
 }
 
 func gzipped(t *testing.T, s string) []byte {
