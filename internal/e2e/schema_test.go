@@ -22,11 +22,12 @@ var (
 	uidRE    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	timeRE   = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
 	sha256RE = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
-	durRE    = regexp.MustCompile(`"(duration|elapsed|modTimeNs|inode)": \d+`)
+	durRE    = regexp.MustCompile(`"(duration|elapsed|modTimeNs|inode|retried)": \d+`)
 	actorRE  = regexp.MustCompile(`"actor": "cli:[^"]*"`)
 )
 
-// golden compares out, its uids, times, digests and paths replaced, with
+// golden compares out, its uids, times, digests, paths and timing-dependent
+// counters (a work item's retried count) replaced, with
 // testdata/output/NAME.golden.
 func (e *env) golden(name, out string) {
 	e.t.Helper()
