@@ -41,6 +41,8 @@ Several backups can be deleted at once, as with 'velero backup delete': name
 them, or select them with -l/--selector, or take every backup with --all.
 Each is checked and planned first, one confirmation covers them all, and
 then each is deleted in turn; one that fails does not stop the others.
+-l and --all leave out, with a line on stderr, a backup Velero is still
+writing (as Velero's own --all and --selector do); a NAME given is refused.
 --confirm is the same as --yes.
 
 If the backup has a grace window (--deletion-delay at create, the annotation

@@ -122,10 +122,29 @@ func (a *app) deleteTargets(ctx context.Context, names []string, selector string
 	}
 	out := make([]string, 0, len(rs))
 	for _, r := range rs {
+		// A selection leaves out the backups Velero is still writing, as
+		// Velero's own --all and --selector do (each request for one is
+		// refused, the others go on); a NAME given is refused (exit 5).
+		if b, err := backup.FromResource(r); err == nil {
+			if phase, unfinished := b.Unfinished(); unfinished {
+				fmt.Fprintf(a.s.Err, "left out backup %s: still being written by Velero (phase %s); run `lethe backup sync` once Velero has finished it\n",
+					termtext.Quote(r.Name), termtext.Quote(phase))
+				continue
+			}
+		}
 		out = append(out, r.Name)
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// backupError prefixes err with the backup's name, unless it names it
+// already.
+func backupError(name string, err error) error {
+	if _, ok := errors.AsType[*deletion.UnfinishedError](err); ok {
+		return err
+	}
+	return fmt.Errorf("backup %s: %w", termtext.Quote(name), err)
 }
 
 // deleteMany deletes several backups with one plan and one confirmation:
@@ -135,7 +154,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 	if !dryRun && !opts.Async {
 		for _, n := range names {
 			if err := del.Check(ctx, n, opts); err != nil {
-				return deleteError(fmt.Errorf("backup %s: %w", termtext.Quote(n), err))
+				return deleteError(backupError(n, err))
 			}
 		}
 	}
@@ -148,7 +167,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		for _, n := range names {
 			p, err := del.Plan(ctx, n, opts)
 			if err != nil {
-				return deleteError(fmt.Errorf("backup %s: %w", termtext.Quote(n), err))
+				return deleteError(backupError(n, err))
 			}
 			plans = append(plans, p)
 			total += p.TotalItems

@@ -64,6 +64,18 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		if err != nil {
 			return err
 		}
+		// The Velero plugin folder has a lock file of its own
+		// (--velero-plugin-lock, default in that folder); its changes are
+		// shown in the same table.
+		vlock := a.g.veleroLockFile()
+		var vnext *pluginhost.Lock
+		if _, err := os.Stat(a.g.veleroPluginDir); err == nil {
+			var vviews []lockView
+			if vnext, vviews, err = lockFolder(a.g.veleroPluginDir, vlock, dryRun); err != nil {
+				return err
+			}
+			views = append(views, vviews...)
+		}
 		if structured(*out) {
 			return printList(a.s.Out, *out, "LockEntry", views)
 		}
@@ -75,18 +87,11 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		} else {
 			fmt.Fprintf(a.s.Out, "wrote %s: %d binaries pinned\n", termtext.Quote(lockPath), len(next.Plugins))
 		}
-		// The Velero plugin folder has a lock file of its own
-		// (--velero-plugin-lock, default in that folder).
-		if _, err := os.Stat(a.g.veleroPluginDir); err == nil {
-			vlock := a.g.veleroLockFile()
+		if vnext != nil {
 			if dryRun {
 				fmt.Fprintf(a.s.Out, "dry run: %s (Velero plugins) not written\n", termtext.Quote(vlock))
 			} else {
-				vl, err := pluginhost.WriteLock(a.g.veleroPluginDir, vlock)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(a.s.Out, "wrote %s: %d Velero plugin binaries pinned\n", termtext.Quote(vlock), len(vl.Plugins))
+				fmt.Fprintf(a.s.Out, "wrote %s: %d Velero plugin binaries pinned\n", termtext.Quote(vlock), len(vnext.Plugins))
 			}
 		}
 		return nil

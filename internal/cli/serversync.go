@@ -51,7 +51,9 @@ func (a *app) syncLocations(ctx context.Context, opts registry.SyncOptions) ([]r
 		if err != nil {
 			return all, err
 		}
-		res, err := reg.Sync(ctx, opts)
+		checked := opts
+		checked.Checked = true // storageloc.Check just did
+		res, err := reg.Sync(ctx, checked)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("location %s: %w", termtext.Quote(l.Name), err))
 			continue

@@ -55,3 +55,24 @@ func TestPluginLockOnAFreshHomeWithOnlyVeleroPlugins(t *testing.T) {
 	r = e.ok("plugin", "lock")
 	require.Contains(t, r.stdout, "unchanged")
 }
+
+// TestPluginLockShowsTheVeleroPluginsBesideLethesFolder: with both plugin
+// folders (`plugin list` on a fresh home makes the Lethe one), `plugin
+// lock` shows the Velero plugins it pins in its table, and pins them with
+// -o json too.
+func TestPluginLockShowsTheVeleroPluginsBesideLethesFolder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	velero := filepath.Join(e.home, "velero-plugins")
+	require.NoError(t, os.MkdirAll(velero, 0o750))
+	copyFile(t, filepath.Join(bin, pluginNoop), filepath.Join(velero, "velero-plugin-example"), 0o750)
+	r := e.ok("plugin", "lock", "-o", "json")
+	require.Contains(t, r.stdout, `"binary": "velero-plugin-example"`)
+	require.FileExists(t, filepath.Join(velero, "lethe-plugins.lock"))
+	require.NoError(t, os.Remove(filepath.Join(velero, "lethe-plugins.lock")))
+	r = e.ok("plugin", "lock")
+	require.Regexp(t, `velero-plugin-example\s+[0-9a-f]{64}\s+new`, r.stdout)
+	require.Contains(t, r.stdout, "1 Velero plugin binaries pinned")
+	r = e.ok("plugin", "lock")
+	require.Regexp(t, `velero-plugin-example\s+[0-9a-f]{64}\s+unchanged`, r.stdout)
+}

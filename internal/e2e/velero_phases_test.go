@@ -108,3 +108,36 @@ func TestUnfinishedVeleroBackupIsNeverDeleted(t *testing.T) {
 	e.ok("backup", "delete", name, "--yes")
 	e.requirePurged(name)
 }
+
+// TestSelectionLeavesOutUnfinishedVeleroBackups: `backup delete -l` and
+// `--all` leave out, each with a line on stderr, a backup Velero is still
+// writing, and delete the others (as Velero's own --all and --selector,
+// whose request for that backup alone is refused); a NAME list that
+// includes it is refused whole (exit 5, one line that names it once).
+func TestSelectionLeavesOutUnfinishedVeleroBackups(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pluginNoop)
+	e.writeVeleroBackup("writing", "InProgress")
+	e.writeVeleroBackup("done-a", "Completed")
+	e.writeVeleroBackup("done-b", "Completed")
+	e.ok("backup", "sync")
+
+	r := e.run("backup", "delete", "writing", "done-a", "--yes")
+	require.Equal(t, 5, r.code, "%s", r)
+	requireOneErrorLine(t, r, "Error: backup writing is still being written by Velero (phase InProgress)")
+	require.Equal(t, "Active", e.get("done-a").Phase)
+
+	const leftOut = "left out backup writing: still being written by Velero (phase InProgress)"
+	r = e.ok("backup", "delete", "-l", "app=shop", "--dry-run")
+	require.Contains(t, r.stderr, leftOut)
+	require.NotContains(t, r.stdout, "backup writing")
+	r = e.ok("backup", "delete", "-l", "app=shop", "--yes")
+	require.Contains(t, r.stderr, leftOut)
+	e.requirePurged("done-a")
+	e.requirePurged("done-b")
+	r = e.ok("backup", "delete", "--all", "--confirm")
+	require.Contains(t, r.stderr, leftOut)
+	require.Contains(t, r.stderr, "No backup matches; nothing deleted.")
+	require.Equal(t, "Active", e.get("writing").Phase)
+	require.FileExists(t, filepath.Join(e.storageDir(), filepath.FromSlash(velero.MetadataKey("writing"))))
+}

@@ -53,6 +53,9 @@ type SyncOptions struct {
 	// Progress, when set, is told after each folder of the listing how
 	// many of them are done.
 	Progress func(done, total int)
+	// Checked says the caller has just checked that Blobs answers
+	// (storageloc.Check, a one-key listing): Sync does not ask again.
+	Checked bool
 }
 
 // AnnotationImportedFrom records the storage key a sync imported.
@@ -97,8 +100,10 @@ func (g *Registry) Sync(ctx context.Context, opts SyncOptions) ([]SyncResult, er
 	}
 	// Unknown is not absent: a location that cannot be read (a file://
 	// folder that is gone lists as empty) concludes nothing.
-	if err := blobstore.Check(ctx, g.cfg.Blobs); err != nil {
-		return nil, err
+	if !opts.Checked {
+		if err := blobstore.Check(ctx, g.cfg.Blobs); err != nil {
+			return nil, err
+		}
 	}
 	objs, err := g.cfg.Blobs.List(ctx, velero.BackupsDir)
 	if err != nil {
