@@ -75,16 +75,18 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document) (*plan, er
 			}
 		}
 	}
-	// Read what exists.
-	for _, it := range p.items {
-		cur, err := e.st.Get(ctx, it.doc.Key())
-		switch {
-		case errors.Is(err, catalog.ErrNotFound):
-		case err != nil:
-			return nil, err
-		default:
-			it.cur = cur
-		}
+	// Read what exists: a few queries (catalog.Resources.GetMany), not
+	// one per document.
+	keys := make([]catalog.Key, len(p.items))
+	for i, it := range p.items {
+		keys[i] = it.doc.Key()
+	}
+	curs, err := e.st.GetMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range p.items {
+		it.cur = curs[i]
 		it.change = &Change{Kind: it.doc.Kind, Namespace: it.doc.Metadata.Namespace, Name: it.doc.Metadata.Name,
 			Source: fmt.Sprintf("%s#%d", it.doc.Source, it.doc.Index), Member: it.member}
 		if it.bundle != nil {

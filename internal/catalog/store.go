@@ -37,6 +37,9 @@ type Resources interface {
 	// resourceVersion, ADDED event and audit entry, as with Create.
 	CreateBatch(ctx context.Context, rs []*Resource) ([]*Resource, error)
 	Get(ctx context.Context, k Key) (*Resource, error)
+	// GetMany reads many keys at once (a few queries, not one per key):
+	// out[i] is keys[i]'s resource, nil when it does not exist.
+	GetMany(ctx context.Context, keys []Key) ([]*Resource, error)
 	GetByUID(ctx context.Context, uid string) (*Resource, error)
 	List(ctx context.Context, opts ListOptions) (*ListResult, error)
 	// Update writes labels, annotations, owners, references, finalizers,

@@ -42,7 +42,9 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 			return err
 		}
 		out = make([]*catalog.Resource, len(ws))
-		created := map[string]bool{}
+		// owners are the owner uids known to exist: created earlier in
+		// the batch or found, so each is read once.
+		owners := map[string]bool{}
 		var grew []*catalog.Resource // written with a new deletion edge
 		for i, w := range ws {
 			ver := first + int64(i)
@@ -52,11 +54,9 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 			action, from := "update", catalog.Phase("")
 			evType := catalog.EventUpdated
 			if w.Create {
-				if _, err := s.getOne(ctx, q, in.Key().String(), resourceByKey, in.Kind, in.Namespace, in.Name); err == nil {
-					return fmt.Errorf("%s: %w", in.Key(), catalog.ErrAlreadyExists)
-				} else if !errors.Is(err, catalog.ErrNotFound) {
-					return err
-				}
+				// A taken key fails the insert below (the unique key on
+				// kind, namespace and name): ErrAlreadyExists, without a
+				// read per create.
 				next = clone(in)
 				if next.UID == "" {
 					id, err := uuid.NewV7()
@@ -87,7 +87,7 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 					Stmt{SQL: `DELETE FROM reference_edges WHERE referrer_uid = $1`, Args: []any{next.UID}})
 			}
 			for _, o := range next.Owners {
-				if created[o.UID] {
+				if owners[o.UID] {
 					continue
 				}
 				var n int
@@ -97,6 +97,7 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 				if n == 0 {
 					return fmt.Errorf("%s: owner %s/%s (uid %s): %w", next.Key(), o.Kind, o.Name, o.UID, catalog.ErrNotFound)
 				}
+				owners[o.UID] = true
 			}
 			next.ResourceVersion = ver
 			next.UpdatedAt = now
@@ -107,7 +108,6 @@ func (s *Store) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*catalog.
 			if w.Create {
 				stmts = append(stmts, Stmt{SQL: resourceInsert,
 					Args: []any{next.UID, next.Kind, next.Namespace, next.Name, string(next.Phase), nil, next.ResourceVersion, doc}})
-				created[next.UID] = true
 			} else {
 				stmts = append(stmts, rowStmt(next, doc))
 			}
