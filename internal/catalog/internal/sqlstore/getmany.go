@@ -65,4 +65,3 @@ func (s *Store) GetMany(ctx context.Context, keys []catalog.Key) ([]*catalog.Res
 	}
 	return out, nil
 }
-
