@@ -218,6 +218,14 @@ func (s *raceStore) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*cata
 	return s.Store.WriteBatch(ctx, ws)
 }
 
+// WriteEach is the engine's write: the barrier holds it too.
+func (s *raceStore) WriteEach(ctx context.Context, n int, at func(int) (catalog.Write, error), done func(int, *catalog.Resource)) error {
+	if s.before != nil {
+		s.before()
+	}
+	return s.Store.WriteEach(ctx, n, at, done)
+}
+
 func TestApplyConflicts(t *testing.T) {
 	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
 		e := newEngine(t, st, clock)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,7 +27,19 @@ type item struct {
 	// skipped by the sync filter: nothing is written for it (nor, for a
 	// bundle, for its members).
 	skipped bool
+	// visited by write's walk, owners first.
+	visited bool
+	// labels and annotations of desired, folded (see fold).
+	labels, annotations []string
+	// sameBody: the stored resource has the document's labels,
+	// annotations, finalizers, references, spec and status (all but the
+	// owners, which planItem resolves).
+	sameBody bool
 }
+
+// readChunk is how many documents' stored resources the plan reads and
+// holds at once.
+const readChunk = 512
 
 type plan struct {
 	items  []*item
@@ -36,10 +49,12 @@ type plan struct {
 	settled map[*Change]bool
 	// adopt and prune steps after the batch.
 	adoptions []*item
+	// take: Options.TakeDocuments; dry: Options.DryRun.
+	take, dry bool
 }
 
-func (e *Engine) plan(ctx context.Context, docs []*manifest.Document) (*plan, error) {
-	p := &plan{byKey: map[catalog.Key]*item{}, settled: map[*Change]bool{}}
+func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Options) (*plan, error) {
+	p := &plan{byKey: map[catalog.Key]*item{}, settled: map[*Change]bool{}, take: opts.TakeDocuments, dry: opts.DryRun}
 	add := func(it *item) error {
 		k := it.doc.Key()
 		if prev, dup := p.byKey[k]; dup {
@@ -75,18 +90,30 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document) (*plan, er
 			}
 		}
 	}
-	// Read what exists: a few queries (catalog.Resources.GetMany), not
-	// one per document.
-	keys := make([]catalog.Key, len(p.items))
-	for i, it := range p.items {
-		keys[i] = it.doc.Key()
+	// Read what exists: a few queries per chunk (GetMany), not one per
+	// document. Each stored resource is compared with its document at
+	// once and kept slim (sameBody), so that the stored labels, spec and
+	// status of tens of thousands of resources are never all held.
+	for start := 0; start < len(p.items); start += readChunk {
+		chunk := p.items[start:min(start+readChunk, len(p.items))]
+		keys := make([]catalog.Key, len(chunk))
+		for i, it := range chunk {
+			keys[i] = it.doc.Key()
+		}
+		curs, err := e.st.GetMany(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, it := range chunk {
+			if cur := curs[i]; cur != nil {
+				it.sameBody = sameBody(cur, it.doc)
+				s := slim(cur)
+				s.Status, s.Conditions = cur.Status, cur.Conditions // an update keeps them
+				it.cur = s
+			}
+		}
 	}
-	curs, err := e.st.GetMany(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
-	for i, it := range p.items {
-		it.cur = curs[i]
+	for _, it := range p.items {
 		it.change = &Change{Kind: it.doc.Kind, Namespace: it.doc.Metadata.Namespace, Name: it.doc.Metadata.Name,
 			Source: fmt.Sprintf("%s#%d", it.doc.Source, it.doc.Index), Member: it.member}
 		if it.bundle != nil {
@@ -96,6 +123,13 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document) (*plan, er
 	for _, it := range p.items {
 		if err := e.planItem(ctx, p, it); err != nil {
 			return nil, err
+		}
+		it.cur = slim(it.cur)
+		if p.dry {
+			// Nothing is written: the cycle check needs only the edges.
+			it.desired = slim(it.desired)
+		} else {
+			it.fold()
 		}
 	}
 	if err := e.checkCycles(ctx, p); err != nil {
@@ -110,6 +144,20 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document) (*plan, er
 }
 
 func (it *item) where() string { return it.doc.Where() }
+
+// slim is what the plan needs of a stored resource once its own item is
+// planned: its identity and phase for the items that name it, and its
+// edges for the cycle check. The labels, annotations, spec, status and
+// conditions of tens of thousands of stored resources are not held to
+// the end of the apply.
+func slim(r *catalog.Resource) *catalog.Resource {
+	if r == nil {
+		return nil
+	}
+	return &catalog.Resource{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID,
+		Owners: r.Owners, References: r.References, Phase: r.Phase, DeletionDueAt: r.DeletionDueAt,
+		ResourceVersion: r.ResourceVersion}
+}
 
 // bundleOwner returns the Bundle owner ref of r, if any.
 func bundleOwner(r *catalog.Resource) (catalog.OwnerRef, bool) {
@@ -164,7 +212,12 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 	}
 
 	// The desired state.
-	want := d.Resource()
+	var want *catalog.Resource
+	if p.take {
+		want = d.TakeResource()
+	} else {
+		want = d.Resource()
+	}
 	if it.bundle != nil {
 		b := it.bundle
 		uid := ""
@@ -222,7 +275,7 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 	// has none, and the conditions.
 	want.UID = cur.UID
 	want.ResourceVersion = cur.ResourceVersion
-	if len(d.Status) == 0 {
+	if len(want.Status) == 0 {
 		want.Status = cur.Status
 	}
 	want.Conditions = cur.Conditions
@@ -234,7 +287,7 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 		ch.Reason = fmt.Sprintf("was Scheduled for deletion at %s; back in its bundle", cur.DeletionDueAt.UTC().Format(time.RFC3339))
 		return nil
 	}
-	if same(cur, want) {
+	if it.sameBody && slices.Equal(cur.Owners, want.Owners) { // same(cur, want), from the full resource read earlier
 		ch.Action = Unchanged
 		return nil
 	}
@@ -312,4 +365,47 @@ func (e *Engine) resolveOwner(ctx context.Context, p *plan, d *manifest.Document
 		where += " or " + keys[1].String()
 	}
 	return ref, nil, fmt.Errorf("owner %s does not exist (in the catalog or in this apply)", where)
+}
+
+// fold keeps the desired labels and annotations as flat key, value
+// lists until the write: a Go map of two labels takes about 400 bytes,
+// and an apply holds tens of thousands of them.
+func (it *item) fold() {
+	if it.desired == nil {
+		return
+	}
+	it.labels, it.desired.Labels = flat(it.desired.Labels), nil
+	it.annotations, it.desired.Annotations = flat(it.desired.Annotations), nil
+}
+
+// resource is the desired resource, whole: a copy of desired with its
+// labels and annotations unfolded.
+func (it *item) resource() *catalog.Resource {
+	r := *it.desired
+	if it.labels != nil {
+		r.Labels = unflat(it.labels)
+	}
+	if it.annotations != nil {
+		r.Annotations = unflat(it.annotations)
+	}
+	return &r
+}
+
+func flat(m map[string]string) []string {
+	if m == nil {
+		return nil
+	}
+	out := make([]string, 0, 2*len(m))
+	for k, v := range m {
+		out = append(out, k, v)
+	}
+	return out
+}
+
+func unflat(l []string) map[string]string {
+	m := make(map[string]string, len(l)/2)
+	for i := 0; i+1 < len(l); i += 2 {
+		m[l[i]] = l[i+1]
+	}
+	return m
 }

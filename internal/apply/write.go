@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/manifest"
 )
 
 // same reports whether the stored resource already is the desired one.
@@ -20,9 +21,25 @@ func same(cur, want *catalog.Resource) bool {
 		slices.Equal(cur.Finalizers, want.Finalizers) && jsonEqual(cur.Spec, want.Spec) && jsonEqual(cur.Status, want.Status)
 }
 
+// sameBody is same for all but the owners, between a stored resource
+// and the document that would update it (whose own status, when it has
+// none, is the stored one's).
+func sameBody(cur *catalog.Resource, d *manifest.Document) bool {
+	refs := make([]catalog.Reference, len(d.References))
+	for i, r := range d.References {
+		refs[i] = catalog.Reference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, OnTargetDelete: r.OnTargetDelete}
+	}
+	return mapsEqual(cur.Labels, d.Metadata.Labels) && mapsEqual(cur.Annotations, d.Metadata.Annotations) &&
+		slices.Equal(cur.References, refs) && slices.Equal(cur.Finalizers, d.Metadata.Finalizers) &&
+		jsonEqual(cur.Spec, d.Spec) && (len(d.Status) == 0 || jsonEqual(cur.Status, d.Status))
+}
+
 func mapsEqual(a, b map[string]string) bool { return len(a) == len(b) && maps.Equal(a, b) }
 
 func jsonEqual(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true // the usual case (both from encoding/json): no decoding
+	}
 	return bytes.Equal(canonical(a), canonical(b))
 }
 
@@ -44,29 +61,36 @@ func canonical(raw json.RawMessage) []byte {
 }
 
 // write makes the creates and updates in one transaction, owners first.
+// The catalog takes them one at a time (catalog.Resources.WriteEach), so
+// a write of tens of thousands of resources holds each stored copy only
+// while it is written.
 func (e *Engine) write(ctx context.Context, p *plan) error {
-	var ws []catalog.Write
-	done := map[*item]bool{}
+	var order []*item
 	var visit func(it *item)
 	visit = func(it *item) {
-		if done[it] {
+		if it.visited {
 			return
 		}
-		done[it] = true
+		it.visited = true
 		for _, d := range it.deps {
 			visit(d)
 		}
 		if it.desired != nil && it.change.Action != Adopted {
-			ws = append(ws, catalog.Write{Create: it.cur == nil, Resource: it.desired})
+			order = append(order, it)
 		}
 	}
 	for _, it := range p.items {
 		visit(it)
 	}
-	if len(ws) == 0 {
+	if len(order) == 0 {
 		return nil
 	}
-	out, err := e.st.WriteBatch(ctx, ws)
+	err := e.st.WriteEach(ctx, len(order), func(i int) (catalog.Write, error) {
+		return catalog.Write{Create: order[i].cur == nil, Resource: order[i].resource()}, nil
+	}, func(i int, r *catalog.Resource) {
+		ch := order[i].change
+		ch.UID, ch.ResourceVersion, ch.Phase = r.UID, r.ResourceVersion, r.Phase
+	})
 	if errors.Is(err, catalog.ErrCycle) {
 		// Another writer added the other half meanwhile: the catalog's
 		// check, inside the write's transaction, refused it.
@@ -74,9 +98,9 @@ func (e *Engine) write(ctx context.Context, p *plan) error {
 	}
 	if err != nil {
 		var k catalog.Key
-		for _, w := range ws {
-			if strings.Contains(err.Error(), w.Resource.Key().String()) {
-				k = w.Resource.Key()
+		for _, it := range order {
+			if strings.Contains(err.Error(), it.desired.Key().String()) {
+				k = it.desired.Key()
 				break
 			}
 		}
@@ -85,10 +109,6 @@ func (e *Engine) write(ctx context.Context, p *plan) error {
 			return &ConflictError{Key: k, Err: err, Race: true}
 		}
 		return fmt.Errorf("nothing was applied: %w", err)
-	}
-	for _, r := range out {
-		it := p.byKey[r.Key()]
-		it.change.UID, it.change.ResourceVersion, it.change.Phase = r.UID, r.ResourceVersion, r.Phase
 	}
 	return nil
 }
@@ -107,9 +127,8 @@ func (e *Engine) adopt(ctx context.Context, p *plan) error {
 		if err != nil {
 			return fmt.Errorf("adopting %s: %w (the resources before it were applied; apply again to finish)", k, err)
 		}
-		want := it.desired
+		want := it.resource()
 		want.ResourceVersion = r.ResourceVersion
-		want.Annotations = maps.Clone(want.Annotations)
 		if !same(r, want) {
 			if r, err = e.st.Update(ctx, want); err != nil {
 				return fmt.Errorf("adopting %s: %w (it is Active again; apply again to update its spec)", k, err)

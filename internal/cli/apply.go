@@ -84,7 +84,7 @@ countdown cancelled, its spec the desired one.`,
 		if err != nil {
 			return err
 		}
-		res, err := eng.Apply(ctx, docs, apply.Options{DryRun: dryRun})
+		res, err := eng.Apply(ctx, docs, apply.Options{DryRun: dryRun, TakeDocuments: true})
 		if res != nil {
 			if perr := printApply(a, *out, res); perr != nil {
 				return perr
