@@ -78,6 +78,16 @@ var hostileManifests = []hostileManifest{
 	{"json-array", func() string { return fill("[", "{},", "{}]") }},
 }
 
+// benignManifests is the largest ordinary file apply accepts: small
+// ConfigMaps up to the 8 MiB cap (55,258 of them).
+func benignManifests() string {
+	var b strings.Builder
+	for i := 0; b.Len() < manifestCap-512; i++ {
+		fmt.Fprintf(&b, "---\nkind: ConfigMap\nmetadata:\n  name: cm-%d\n  namespace: prod\n  labels: {app: shop, tier: web}\nspec:\n  data:\n    key1: value-one\n    list: [a, b, c]\n", i)
+	}
+	return b.String()
+}
+
 // usage is what one lethe process cost.
 type usage struct {
 	maxRSS int64   // bytes
@@ -203,12 +213,8 @@ func BenchmarkHostileManifests(b *testing.B) {
 		require.NoError(b, os.WriteFile(f, []byte(h.text()), 0o600))
 		files[h.name] = f
 	}
-	var benign strings.Builder
-	for i := 0; benign.Len() < manifestCap-512; i++ {
-		fmt.Fprintf(&benign, "---\nkind: ConfigMap\nmetadata:\n  name: cm-%d\n  namespace: prod\n  labels: {app: shop, tier: web}\nspec:\n  data:\n    key1: value-one\n    list: [a, b, c]\n", i)
-	}
 	benignFile := filepath.Join(dir, "benign.yaml")
-	require.NoError(b, os.WriteFile(benignFile, []byte(benign.String()), 0o600))
+	require.NoError(b, os.WriteFile(benignFile, []byte(benignManifests()), 0o600))
 	for b.Loop() {
 		var worst usage
 		var worstRSS, worstCPU string
