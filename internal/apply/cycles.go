@@ -44,12 +44,12 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		}
 		return r.UID, nil
 	}
-	mk := func(r *catalog.Resource) (*node, error) {
-		n := &node{key: r.Key()}
-		for _, o := range r.Owners {
+	mk := func(key catalog.Key, owners []catalog.OwnerRef, refs []catalog.Reference) (*node, error) {
+		n := &node{key: key}
+		for _, o := range owners {
 			n.ups = append(n.ups, up{o.UID, catalog.ViaOwner})
 		}
-		for _, ref := range r.References {
+		for _, ref := range refs {
 			via := catalog.ViaBlock
 			switch ref.OnTargetDelete {
 			case catalog.RefBlock:
@@ -69,18 +69,23 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		return n, nil
 	}
 	for _, it := range p.items {
-		r := it.desired
-		if r == nil {
-			r = it.cur
-		}
-		if r == nil {
+		var n *node
+		var uid string
+		var err error
+		switch {
+		case it.desired != nil:
+			uid = it.desired.UID
+			n, err = mk(it.key(), it.desired.Owners, it.desired.References)
+		case it.cur != nil:
+			uid = it.cur.UID
+			n, err = mk(it.key(), it.cur.Owners, it.cur.References)
+		default:
 			continue
 		}
-		n, err := mk(r)
 		if err != nil {
 			return err
 		}
-		nodes[r.UID] = n
+		nodes[uid] = n
 	}
 	get := func(uid string) (*node, error) {
 		if n, ok := nodes[uid]; ok {
@@ -94,7 +99,7 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		if err != nil {
 			return nil, err
 		}
-		n, err := mk(r)
+		n, err := mk(r.Key(), r.Owners, r.References)
 		nodes[uid] = n
 		return n, err
 	}
@@ -153,7 +158,7 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		if edges[len(edges)-1].Via != catalog.ViaOwner {
 			field = "references"
 		}
-		return refuse(&cycleRefusal{it.doc.Errorf(field, "%s: none of them could ever be purged", catalog.FormatCycle(edges)), &catalog.CycleError{Edges: edges}})
+		return refuse(&cycleRefusal{it.document().Errorf(field, "%s: none of them could ever be purged", catalog.FormatCycle(edges)), &catalog.CycleError{Edges: edges}})
 	}
 	return nil
 }

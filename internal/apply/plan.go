@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,10 +17,12 @@ import (
 
 // item is one resource in the plan.
 type item struct {
+	// doc is the document until the item is planned (then origin).
 	doc     *manifest.Document
+	origin  origin
 	bundle  *item  // the bundle of a member
 	member  string // member name
-	cur     *catalog.Resource
+	cur     *stored
 	desired *catalog.Resource
 	change  *Change
 	// deps are the planned items this one's owners are.
@@ -64,7 +67,7 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 		p.items = append(p.items, it)
 		return nil
 	}
-	var bundles []*manifest.Bundle
+	var bundles []*item
 	for _, d := range docs {
 		if d.Kind == backup.Kind {
 			return nil, refuse(d.Errorf("kind", "apply does not write Backups: register one with 'lethe backup create'"))
@@ -80,7 +83,7 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 		if err != nil {
 			return nil, refuse(err)
 		}
-		bundles = append(bundles, b)
+		bundles = append(bundles, it)
 		for _, m := range b.Members {
 			if m.Doc.Kind == backup.Kind {
 				return nil, refuse(m.Doc.Errorf("kind", "apply does not write Backups: register one with 'lethe backup create'"))
@@ -107,9 +110,9 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 		for i, it := range chunk {
 			if cur := curs[i]; cur != nil {
 				it.sameBody = sameBody(cur, it.doc)
-				s := slim(cur)
-				s.Status, s.Conditions = cur.Status, cur.Conditions // an update keeps them
-				it.cur = s
+				// An update keeps the stored status and conditions.
+				it.cur = &stored{UID: cur.UID, Phase: cur.Phase, ResourceVersion: cur.ResourceVersion, DeletionDueAt: cur.DeletionDueAt,
+					Owners: cur.Owners, References: cur.References, Status: cur.Status, Conditions: cur.Conditions}
 			}
 		}
 	}
@@ -117,14 +120,17 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 		it.change = &Change{Kind: it.doc.Kind, Namespace: it.doc.Metadata.Namespace, Name: it.doc.Metadata.Name,
 			Source: fmt.Sprintf("%s#%d", it.doc.Source, it.doc.Index), Member: it.member}
 		if it.bundle != nil {
-			it.change.Bundle = it.bundle.doc.Key().String()
+			it.change.Bundle = it.bundle.key().String()
 		}
 	}
 	for _, it := range p.items {
 		if err := e.planItem(ctx, p, it); err != nil {
 			return nil, err
 		}
-		it.cur = slim(it.cur)
+		if it.cur != nil {
+			it.cur.Status, it.cur.Conditions = nil, nil
+		}
+		it.done() // its document is not held to the end
 		if p.dry {
 			// Nothing is written: the cycle check needs only the edges.
 			it.desired = slim(it.desired)
@@ -136,20 +142,68 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 		return nil, err
 	}
 	for _, b := range bundles {
-		if err := e.planPrunes(ctx, p, p.byKey[b.Doc.Key()]); err != nil {
+		if err := e.planPrunes(ctx, p, b); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
 }
 
-func (it *item) where() string { return it.doc.Where() }
+func (it *item) where() string { return it.document().Where() }
 
-// slim is what the plan needs of a stored resource once its own item is
-// planned: its identity and phase for the items that name it, and its
-// edges for the cycle check. The labels, annotations, spec, status and
-// conditions of tens of thousands of stored resources are not held to
-// the end of the apply.
+// origin is where a planned item's document came from: enough for a
+// message about it once the document itself is let go.
+type origin struct {
+	source, field, container string
+	index, line              int
+}
+
+// done lets the item's document go once it is planned, keeping where it
+// came from (tens of thousands of documents are not held to the end).
+func (it *item) done() {
+	d := it.doc
+	it.origin = origin{source: d.Source, field: d.Field, container: d.Container, index: d.Index, line: d.Line}
+	it.doc = nil
+}
+
+// document is the item's document, or once it is planned a stand-in
+// with its identity and origin, for keys and messages.
+func (it *item) document() *manifest.Document {
+	if it.doc != nil {
+		return it.doc
+	}
+	o := it.origin
+	return &manifest.Document{Source: o.source, Index: o.index, Line: o.line, Field: o.field, Container: o.container,
+		Kind: it.change.Kind, Metadata: manifest.Metadata{Name: it.change.Name, Namespace: it.change.Namespace}}
+}
+
+// key is the item's key.
+func (it *item) key() catalog.Key {
+	if it.change != nil {
+		return it.change.Key()
+	}
+	return it.doc.Key()
+}
+
+// stored is what the plan keeps of a stored resource: its identity and
+// phase for the items that name it, its edges for the cycle check, and
+// until it is planned its status and conditions (an update keeps them).
+// A catalog.Resource holds far more, and an apply reads tens of
+// thousands.
+type stored struct {
+	UID             string
+	Phase           catalog.Phase
+	ResourceVersion int64
+	DeletionDueAt   *time.Time
+	Owners          []catalog.OwnerRef
+	References      []catalog.Reference
+	Status          json.RawMessage
+	Conditions      []catalog.Condition
+}
+
+// slim is what a dry run keeps of a planned resource: its identity and
+// edges, for the cycle check (nothing is written, so its labels,
+// annotations, spec and status are let go).
 func slim(r *catalog.Resource) *catalog.Resource {
 	if r == nil {
 		return nil
@@ -160,8 +214,8 @@ func slim(r *catalog.Resource) *catalog.Resource {
 }
 
 // bundleOwner returns the Bundle owner ref of r, if any.
-func bundleOwner(r *catalog.Resource) (catalog.OwnerRef, bool) {
-	for _, o := range r.Owners {
+func bundleOwner(owners []catalog.OwnerRef) (catalog.OwnerRef, bool) {
+	for _, o := range owners {
 		if o.Kind == manifest.KindBundle {
 			return o, true
 		}
@@ -183,7 +237,7 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 	if cur != nil {
 		ch.UID, ch.Phase, ch.ResourceVersion = cur.UID, cur.Phase, cur.ResourceVersion
 		ch.DueAt = cur.DeletionDueAt
-		if o, ok := bundleOwner(cur); ok {
+		if o, ok := bundleOwner(cur.Owners); ok {
 			switch {
 			case it.bundle == nil && d.Kind != manifest.KindBundle:
 				return refuse(d.Errorf("", "%s is a member of Bundle/%s: change it through its bundle", d.Key(), o.Name))
@@ -195,7 +249,7 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 			return &ConflictError{Key: d.Key(), Err: fmt.Errorf("the manifest has resourceVersion %d but the catalog has %d (it changed since the manifest was written)", v, cur.ResourceVersion)}
 		}
 		// Only its own bundle adopts a Scheduled member.
-		o, owned := bundleOwner(cur)
+		o, owned := bundleOwner(cur.Owners)
 		adopt := it.bundle != nil && cur.Phase == catalog.PhaseScheduled && owned && it.bundle.cur != nil && o.UID == it.bundle.cur.UID
 		if cur.Phase != catalog.PhaseActive && !adopt {
 			it.skipped = true
@@ -226,7 +280,7 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 		} else {
 			uid = b.newUID()
 		}
-		want.Owners = append(want.Owners, catalog.OwnerRef{UID: uid, Kind: manifest.KindBundle, Name: b.doc.Metadata.Name, BlockOwnerDeletion: true})
+		want.Owners = append(want.Owners, catalog.OwnerRef{UID: uid, Kind: manifest.KindBundle, Name: b.change.Name, BlockOwnerDeletion: true})
 		it.deps = append(it.deps, b)
 	}
 	for i, o := range d.Metadata.OwnerReferences {
@@ -320,11 +374,11 @@ func (e *Engine) resolveOwner(ctx context.Context, p *plan, d *manifest.Document
 		keys = append(keys, catalog.Key{Kind: o.Kind, Name: o.Name})
 	}
 	ref := catalog.OwnerRef{Kind: o.Kind, Name: o.Name, BlockOwnerDeletion: o.BlockOwnerDeletion}
-	check := func(k catalog.Key, r *catalog.Resource) error {
+	check := func(k catalog.Key, uid string, phase catalog.Phase) error {
 		switch {
-		case o.UID != "" && o.UID != r.UID:
-			return fmt.Errorf("owner %s has uid %s, not %s", k, r.UID, o.UID)
-		case r.Phase == catalog.PhaseDeleting:
+		case o.UID != "" && o.UID != uid:
+			return fmt.Errorf("owner %s has uid %s, not %s", k, uid, o.UID)
+		case phase == catalog.PhaseDeleting:
 			return fmt.Errorf("owner %s is being deleted: a new dependent would outlive it", k)
 		}
 		return nil
@@ -332,7 +386,7 @@ func (e *Engine) resolveOwner(ctx context.Context, p *plan, d *manifest.Document
 	for _, k := range keys {
 		if it, ok := p.byKey[k]; ok {
 			if it.cur != nil {
-				if err := check(k, it.cur); err != nil {
+				if err := check(k, it.cur.UID, it.cur.Phase); err != nil {
 					return ref, nil, err
 				}
 				ref.UID = it.cur.UID
@@ -354,7 +408,7 @@ func (e *Engine) resolveOwner(ctx context.Context, p *plan, d *manifest.Document
 		if err != nil {
 			return ref, nil, err
 		}
-		if err := check(k, r); err != nil {
+		if err := check(k, r.UID, r.Phase); err != nil {
 			return ref, nil, err
 		}
 		ref.UID = r.UID

@@ -26,7 +26,7 @@ func (e *Engine) planPrunes(ctx context.Context, p *plan, b *item) error {
 		if it, ok := p.byKey[r.Key()]; ok && it.bundle == b {
 			continue
 		}
-		ch := &Change{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Bundle: b.doc.Key().String(),
+		ch := &Change{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Bundle: b.key().String(),
 			UID: r.UID, Phase: r.Phase, ResourceVersion: r.ResourceVersion, DueAt: r.DeletionDueAt}
 		var others int
 		for _, o := range r.Owners {
@@ -38,7 +38,7 @@ func (e *Engine) planPrunes(ctx context.Context, p *plan, b *item) error {
 		if v, ok := r.Annotations[catalog.AnnotationDeletionDelay]; ok {
 			d, err := backup.ParseDuration(v)
 			if err != nil {
-				return refuse(fmt.Errorf("%s (pruned from %s): annotation %s: %v", r.Key(), b.doc.Key(), catalog.AnnotationDeletionDelay, err))
+				return refuse(fmt.Errorf("%s (pruned from %s): annotation %s: %v", r.Key(), b.key(), catalog.AnnotationDeletionDelay, err))
 			}
 			delay, hasDelay = d, true
 		}

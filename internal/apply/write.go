@@ -117,8 +117,8 @@ func (e *Engine) write(ctx context.Context, p *plan) error {
 // state. A member that entered Deleting meanwhile is reported skipped.
 func (e *Engine) adopt(ctx context.Context, p *plan) error {
 	for _, it := range p.adoptions {
-		k := it.doc.Key()
-		r, err := e.st.Undelete(ctx, k, fmt.Sprintf("adopted: back in %s", it.bundle.doc.Key()))
+		k := it.key()
+		r, err := e.st.Undelete(ctx, k, fmt.Sprintf("adopted: back in %s", it.bundle.key()))
 		if errors.Is(err, catalog.ErrInvalidTransition) {
 			it.change.Action, it.change.Reason = Skipped, "its grace window ended before it could be adopted: it is Deleting; apply again once it is purged"
 			it.change.Phase = catalog.PhaseDeleting
