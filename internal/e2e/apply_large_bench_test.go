@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -53,7 +54,7 @@ func BenchmarkApplyLargeFile(b *testing.B) {
 					require.Equal(b, 0, code, stderr)
 				}
 				for i, s := range steps {
-					code, stderr, u := runLetheMeasured(b, home, append(slices.Clone(s.args), store...)...)
+					code, stderr, u := runLetheMeasuredWithin(b, 10*time.Minute, home, append(slices.Clone(s.args), store...)...)
 					require.Equal(b, 0, code, "%s %s: %s", cat, s.name, stderr)
 					b.Logf("%s %s round %d: peak RSS %d MiB, CPU %.2fs", cat, s.name, round+1, u.maxRSS>>20, u.cpu)
 					rss[i] = append(rss[i], float64(u.maxRSS)/(1<<20))

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -129,7 +130,13 @@ func measureMain(out string) int {
 // it cost.
 func runLetheMeasured(tb testing.TB, home string, args ...string) (int, string, usage) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	return runLetheMeasuredWithin(tb, cmdTimeout, home, args...)
+}
+
+// runLetheMeasuredWithin is runLetheMeasured with its own time limit.
+func runLetheMeasuredWithin(tb testing.TB, limit time.Duration, home string, args ...string) (int, string, usage) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	self, err := os.Executable()
 	require.NoError(tb, err)
