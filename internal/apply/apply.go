@@ -9,11 +9,19 @@
 // in the catalog or in the same apply; no owner cycle; a resource that
 // another bundle owns is refused), and every refusal fails the whole
 // apply before anything is written. The creates and updates are then one
-// catalog.WriteBatch: one transaction, so they commit together or not at
+// catalog.WriteEach: one transaction, so they commit together or not at
 // all. Bundle adoption (Undelete, then the spec) and pruning (Schedule or
 // delete) are lifecycle steps after that transaction; each is atomic on
 // its own and idempotent, so applying the same bundle again finishes
 // whatever a crash interrupted.
+//
+// Files: plan.go (reading and planning each document), cycles.go (the
+// cycle check of the plan), write.go (the transaction and adoption),
+// prune.go (bundle members that left their bundle). An apply of tens of
+// thousands of resources holds, per resource, what the plan needs and no
+// more: stored resources are compared with their documents as they are
+// read and kept small (stored), a planned document is let go (origin),
+// and the write hands the catalog one resource at a time.
 //
 // The sync filter: a resource that is Scheduled or Deleting is never
 // re-created or changed by apply, except a Scheduled member adopted by its

@@ -213,7 +213,7 @@ func slim(r *catalog.Resource) *catalog.Resource {
 		ResourceVersion: r.ResourceVersion}
 }
 
-// bundleOwner returns the Bundle owner ref of r, if any.
+// bundleOwner returns the Bundle owner ref among owners, if any.
 func bundleOwner(owners []catalog.OwnerRef) (catalog.OwnerRef, bool) {
 	for _, o := range owners {
 		if o.Kind == manifest.KindBundle {
