@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -216,6 +217,14 @@ func (s *raceStore) WriteBatch(ctx context.Context, ws []catalog.Write) ([]*cata
 		s.before()
 	}
 	return s.Store.WriteBatch(ctx, ws)
+}
+
+// WriteEach is the engine's write: the barrier holds it too.
+func (s *raceStore) WriteEach(ctx context.Context, n int, at func(int) (catalog.Write, error), done func(int, *catalog.Resource)) error {
+	if s.before != nil {
+		s.before()
+	}
+	return s.Store.WriteEach(ctx, n, at, done)
 }
 
 func TestApplyConflicts(t *testing.T) {
@@ -440,5 +449,50 @@ func TestConcurrentAppliesNeverStoreACycle(t *testing.T) {
 		for i := 10; i < 10+pairs; i++ {
 			assert.Equal(t, 1, edges(i), "pair %d: exactly one half stored", i)
 		}
+	})
+}
+
+// TestApplyManyDocumentsReadsInChunks: an apply of more documents than
+// the plan reads at once (three chunks) finds every stored one: applied
+// again it changes nothing; a changed spec and a changed label in the
+// later chunks are the only updates, in the dry run and in the apply.
+func TestApplyManyDocumentsReadsInChunks(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		const n = 1100
+		text := func(specOf, labelOf int) string {
+			var b strings.Builder
+			for i := range n {
+				spec, label := "a", "x"
+				if i == specOf {
+					spec = "b"
+				}
+				if i == labelOf {
+					label = "y"
+				}
+				fmt.Fprintf(&b, "---\nkind: ConfigMap\nmetadata: {name: cm-%04d, namespace: prod, labels: {l: %s}}\nspec: {v: %s}\n", i, label, spec)
+			}
+			return b.String()
+		}
+		res, err := e.Apply(ctx, docs(t, text(-1, -1)), apply.Options{})
+		require.NoError(t, err)
+		require.Equal(t, n, res.Count(apply.Created))
+		res, err = e.Apply(ctx, docs(t, text(-1, -1)), apply.Options{})
+		require.NoError(t, err)
+		require.Equal(t, n, res.Count(apply.Unchanged), res.Summary())
+		for _, dry := range []bool{true, false} {
+			v0 := version(t, st)
+			res, err = e.Apply(ctx, docs(t, text(1050, 600)), apply.Options{DryRun: dry, TakeDocuments: true})
+			require.NoError(t, err)
+			assert.Equal(t, "2 updated, 1098 unchanged", res.Summary(), "dry run %v", dry)
+			got := actions(res)
+			assert.Equal(t, apply.Updated, got["ConfigMap/prod/cm-1050"])
+			assert.Equal(t, apply.Updated, got["ConfigMap/prod/cm-0600"])
+			if dry {
+				assert.Equal(t, v0, version(t, st), "a dry run writes nothing")
+			}
+		}
+		assert.JSONEq(t, `{"v":"b"}`, string(get(t, st, "ConfigMap", "prod", "cm-1050").Spec))
+		assert.Equal(t, "y", get(t, st, "ConfigMap", "prod", "cm-0600").Labels["l"])
 	})
 }

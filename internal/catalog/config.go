@@ -19,6 +19,8 @@ const (
 	PollIntervalDefault = 100 * time.Millisecond
 	BusyTimeoutDefault  = 10 * time.Second
 	MaxConnsDefault     = 8
+	// SQLiteCacheKiBDefault is 64 MiB.
+	SQLiteCacheKiBDefault = 64 << 10
 )
 
 // Config configures a driver (see drivers.Open). A nil *Config and zero
@@ -49,6 +51,12 @@ type Config struct {
 	// MaxConns caps the read pool (SQLite; the writer is always one
 	// connection) or the pgxpool (PostgreSQL). Default 8.
 	MaxConns int
+	// SQLiteCacheKiB is the SQLite writer connection's page cache, in KiB
+	// (default 65536: 64 MiB for a long-running server). A command that
+	// runs once and writes one large transaction (apply) sets it lower:
+	// the pages beyond it spill to the write-ahead log before the commit
+	// instead of staying in memory. Ignored by PostgreSQL.
+	SQLiteCacheKiB int
 	// Schema is the PostgreSQL schema (search_path) the catalog lives in.
 	// It is created if missing. Empty: the server's default search_path.
 	// Ignored by SQLite.
@@ -70,6 +78,7 @@ func (c *Config) WithDefaults() *Config {
 	out.PollInterval = cmp.Or(out.PollInterval, PollIntervalDefault)
 	out.BusyTimeout = cmp.Or(out.BusyTimeout, BusyTimeoutDefault)
 	out.MaxConns = cmp.Or(out.MaxConns, MaxConnsDefault)
+	out.SQLiteCacheKiB = cmp.Or(out.SQLiteCacheKiB, SQLiteCacheKiBDefault)
 	return &out
 }
 
@@ -80,6 +89,8 @@ func (c *Config) Validate() error {
 		return errors.New("catalog config: PollInterval must not be negative")
 	case c.BusyTimeout < 0:
 		return errors.New("catalog config: BusyTimeout must not be negative")
+	case c.SQLiteCacheKiB < 0:
+		return errors.New("catalog config: SQLiteCacheKiB must not be negative")
 	case c.MaxConns < 1 || c.MaxConns > math.MaxInt32:
 		return errors.New("catalog config: MaxConns must be at least 1 and fit in 32 bits")
 	}

@@ -37,6 +37,9 @@ type Resources interface {
 	// resourceVersion, ADDED event and audit entry, as with Create.
 	CreateBatch(ctx context.Context, rs []*Resource) ([]*Resource, error)
 	Get(ctx context.Context, k Key) (*Resource, error)
+	// GetMany reads many keys at once (a few queries, not one per key):
+	// out[i] is keys[i]'s resource, nil when it does not exist.
+	GetMany(ctx context.Context, keys []Key) ([]*Resource, error)
 	GetByUID(ctx context.Context, uid string) (*Resource, error)
 	List(ctx context.Context, opts ListOptions) (*ListResult, error)
 	// Update writes labels, annotations, owners, references, finalizers,
@@ -51,8 +54,16 @@ type Resources interface {
 	// it (ErrAlreadyExists, ErrConflict, *TransitionError); an owner uid
 	// must name a stored resource or one created earlier in the batch
 	// (ErrNotFound otherwise). The first failure rolls everything back,
-	// and its error names the resource.
+	// and its error names the resource. A created resource it returns
+	// shares its maps and slices with the one given.
 	WriteBatch(ctx context.Context, ws []Write) ([]*Resource, error)
+	// WriteEach is WriteBatch for writes too many to hold at once (an
+	// apply of tens of thousands of resources): n writes in one
+	// transaction, all or nothing, in order; at(i) is asked for the i-th
+	// write when it is made, and done(i, r) is handed what was stored.
+	// at's error rolls everything back. at may be called again from 0
+	// when the transaction is retried.
+	WriteEach(ctx context.Context, n int, at func(i int) (Write, error), done func(i int, r *Resource)) error
 }
 
 // Write is one write of WriteBatch: Create inserts Resource as Create

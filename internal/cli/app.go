@@ -43,6 +43,9 @@ type app struct {
 	// leaseTTL is the deletion lease (lethe server --lease-ttl); zero:
 	// the default.
 	leaseTTL time.Duration
+	// sqliteCacheKiB, when set before the catalog is opened, is the SQLite
+	// writer's page cache (catalog.Config.SQLiteCacheKiB).
+	sqliteCacheKiB int
 }
 
 func (a *app) init() error {
@@ -73,7 +76,7 @@ func (a *app) catalog(ctx context.Context) (catalog.Store, error) {
 			return nil, fmt.Errorf("creating home folder: %w", err)
 		}
 	}
-	st, err := drivers.Open(ctx, a.g.store, &catalog.Config{Logger: a.log, FileWake: a.fileWake})
+	st, err := drivers.Open(ctx, a.g.store, &catalog.Config{Logger: a.log, FileWake: a.fileWake, SQLiteCacheKiB: a.sqliteCacheKiB})
 	if err != nil {
 		return nil, err
 	}

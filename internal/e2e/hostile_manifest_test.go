@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -78,6 +79,16 @@ var hostileManifests = []hostileManifest{
 	{"json-array", func() string { return fill("[", "{},", "{}]") }},
 }
 
+// benignManifests is the largest ordinary file apply accepts: small
+// ConfigMaps up to the 8 MiB cap (55,258 of them).
+func benignManifests() string {
+	var b strings.Builder
+	for i := 0; b.Len() < manifestCap-512; i++ {
+		fmt.Fprintf(&b, "---\nkind: ConfigMap\nmetadata:\n  name: cm-%d\n  namespace: prod\n  labels: {app: shop, tier: web}\nspec:\n  data:\n    key1: value-one\n    list: [a, b, c]\n", i)
+	}
+	return b.String()
+}
+
 // usage is what one lethe process cost.
 type usage struct {
 	maxRSS int64   // bytes
@@ -119,7 +130,13 @@ func measureMain(out string) int {
 // it cost.
 func runLetheMeasured(tb testing.TB, home string, args ...string) (int, string, usage) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	return runLetheMeasuredWithin(tb, cmdTimeout, home, args...)
+}
+
+// runLetheMeasuredWithin is runLetheMeasured with its own time limit.
+func runLetheMeasuredWithin(tb testing.TB, limit time.Duration, home string, args ...string) (int, string, usage) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	self, err := os.Executable()
 	require.NoError(tb, err)
@@ -203,12 +220,8 @@ func BenchmarkHostileManifests(b *testing.B) {
 		require.NoError(b, os.WriteFile(f, []byte(h.text()), 0o600))
 		files[h.name] = f
 	}
-	var benign strings.Builder
-	for i := 0; benign.Len() < manifestCap-512; i++ {
-		fmt.Fprintf(&benign, "---\nkind: ConfigMap\nmetadata:\n  name: cm-%d\n  namespace: prod\n  labels: {app: shop, tier: web}\nspec:\n  data:\n    key1: value-one\n    list: [a, b, c]\n", i)
-	}
 	benignFile := filepath.Join(dir, "benign.yaml")
-	require.NoError(b, os.WriteFile(benignFile, []byte(benign.String()), 0o600))
+	require.NoError(b, os.WriteFile(benignFile, []byte(benignManifests()), 0o600))
 	for b.Loop() {
 		var worst usage
 		var worstRSS, worstCPU string

@@ -111,7 +111,7 @@ func TestNoSecretInOutput(t *testing.T) {
 
 // createDatabase creates a database of its own on the server at admin,
 // dropped when t ends, and returns its URL.
-func createDatabase(t *testing.T, admin string) string {
+func createDatabase(t testing.TB, admin string) string {
 	t.Helper()
 	ctx := context.Background()
 	b := make([]byte, 6)

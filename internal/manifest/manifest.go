@@ -139,6 +139,23 @@ func (d *Document) Resource() *catalog.Resource {
 	return r
 }
 
+// TakeResource is Resource without the copies: the resource takes the
+// document's labels, annotations, finalizers, spec and status, and the
+// document keeps none of them. For a caller that holds tens of thousands
+// of documents and needs each only once (apply).
+func (d *Document) TakeResource() *catalog.Resource {
+	r := &catalog.Resource{
+		Kind: d.Kind, Namespace: d.Metadata.Namespace, Name: d.Metadata.Name,
+		Labels: d.Metadata.Labels, Annotations: d.Metadata.Annotations, Finalizers: d.Metadata.Finalizers,
+		Spec: d.Spec, Status: d.Status,
+	}
+	for _, ref := range d.References {
+		r.References = append(r.References, catalog.Reference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, OnTargetDelete: ref.OnTargetDelete})
+	}
+	d.Metadata.Labels, d.Metadata.Annotations, d.Metadata.Finalizers, d.Spec, d.Status = nil, nil, nil, nil, nil
+	return r
+}
+
 // Error is a refused manifest: one line naming the source, the document
 // and the field.
 type Error struct {

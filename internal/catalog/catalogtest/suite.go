@@ -64,6 +64,8 @@ func requireTransition(t *testing.T, err error, from, to catalog.Phase) {
 // Run is the conformance suite. Every driver runs it.
 func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("CRUD", func(t *testing.T) { testCRUD(t, newStore) })
+	t.Run("GetMany", func(t *testing.T) { testGetMany(t, newStore) })
+	t.Run("WriteEach", func(t *testing.T) { testWriteEach(t, newStore) })
 	t.Run("CreateBatch", func(t *testing.T) { testCreateBatch(t, newStore) })
 	t.Run("Update", func(t *testing.T) { testUpdate(t, newStore) })
 	t.Run("WriteBatch", func(t *testing.T) { testWriteBatch(t, newStore) })

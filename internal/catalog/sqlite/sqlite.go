@@ -71,7 +71,7 @@ func Open(ctx context.Context, path string, cfg *catalog.Config) (catalog.Store,
 	// busy_timeout comes first so that switching to WAL waits for another
 	// process instead of failing with SQLITE_BUSY.
 	wq["_pragma"] = append(append([]string{}, common["_pragma"]...),
-		"journal_mode(WAL)", "synchronous(NORMAL)", "cache_size(-65536)", // 64 MiB page cache for the writer
+		"journal_mode(WAL)", "synchronous(NORMAL)", fmt.Sprintf("cache_size(-%d)", cfg.SQLiteCacheKiB), // the writer's page cache (64 MiB by default)
 		// Checkpoint when the log reaches 10,000 pages (40 MiB), not
 		// SQLite's 1,000: a checkpoint runs inside the COMMIT that crosses
 		// the mark and ends with an fsync of the database file, which the

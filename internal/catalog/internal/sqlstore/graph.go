@@ -156,6 +156,12 @@ func (s *Store) checkCycles(ctx context.Context, q Querier, rs []*catalog.Resour
 			cand = append(cand, r.UID)
 		}
 	}
+	return s.checkCycleCandidates(ctx, q, cand)
+}
+
+// checkCycleCandidates is checkCycles for the uids of resources with an
+// edge in, in any number of chunks.
+func (s *Store) checkCycleCandidates(ctx context.Context, q Querier, cand []string) error {
 	var out []string
 	for chunk := range slices.Chunk(cand, cycleChunk) {
 		in := placeholders(len(chunk))

@@ -1,0 +1,174 @@
+package apply
+
+import (
+	"context"
+	"errors"
+
+	"github.com/lethehq/lethe/internal/catalog"
+)
+
+// checkCycles refuses a cycle of deletion edges (owner edges, block and
+// cascade references, in any mix: catalog.CycleError), from the planned
+// resources and the stored ones: walking upwards from a planned resource
+// (through its owners and the targets of its block and cascade
+// references) must never come back to it. The catalog checks the same
+// again inside the write's transaction, so that two applies racing
+// cannot store one; this check says it before anything is written, dry
+// run included.
+func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
+	type up struct {
+		uid string // the upstream end
+		via string
+	}
+	type node struct {
+		key catalog.Key
+		ups []up
+	}
+	nodes := map[string]*node{}
+	uidOf := func(k catalog.Key, want string) (string, error) {
+		if it, ok := p.byKey[k]; ok {
+			switch {
+			case it.desired != nil:
+				return it.desired.UID, nil
+			case it.cur != nil:
+				return it.cur.UID, nil
+			}
+			return "", nil
+		}
+		r, err := e.st.Get(ctx, k)
+		if errors.Is(err, catalog.ErrNotFound) {
+			return "", nil
+		}
+		if err != nil || (want != "" && want != r.UID) {
+			return "", err
+		}
+		return r.UID, nil
+	}
+	mk := func(key catalog.Key, owners []catalog.OwnerRef, refs []catalog.Reference) (*node, error) {
+		n := &node{key: key}
+		for _, o := range owners {
+			n.ups = append(n.ups, up{o.UID, catalog.ViaOwner})
+		}
+		for _, ref := range refs {
+			via := catalog.ViaBlock
+			switch ref.OnTargetDelete {
+			case catalog.RefBlock:
+			case catalog.RefCascade:
+				via = catalog.ViaCascade
+			default:
+				continue
+			}
+			uid, err := uidOf(catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}, ref.UID)
+			if err != nil {
+				return nil, err
+			}
+			if uid != "" {
+				n.ups = append(n.ups, up{uid, via})
+			}
+		}
+		return n, nil
+	}
+	for _, it := range p.items {
+		var n *node
+		var uid string
+		var err error
+		switch {
+		case it.desired != nil:
+			uid = it.desired.UID
+			n, err = mk(it.key(), it.desired.Owners, it.desired.References)
+		case it.cur != nil:
+			uid = it.cur.UID
+			n, err = mk(it.key(), it.cur.Owners, it.cur.References)
+		default:
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		nodes[uid] = n
+	}
+	get := func(uid string) (*node, error) {
+		if n, ok := nodes[uid]; ok {
+			return n, nil
+		}
+		r, err := e.st.GetByUID(ctx, uid)
+		if errors.Is(err, catalog.ErrNotFound) {
+			nodes[uid] = nil // gone: no edge to follow
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		n, err := mk(r.Key(), r.Owners, r.References)
+		nodes[uid] = n
+		return n, err
+	}
+	for _, it := range p.items {
+		if it.desired == nil {
+			continue
+		}
+		start := it.desired.UID
+		// reached[u] is the edge u → child by which the walk reached u.
+		type hop struct{ child, via string }
+		reached := map[string]hop{}
+		frontier := []string{start}
+		var closing *hop
+		for len(frontier) > 0 && closing == nil {
+			var next []string
+			for _, uid := range frontier {
+				n, err := get(uid)
+				if err != nil {
+					return err
+				}
+				if n == nil {
+					continue
+				}
+				for _, u := range n.ups {
+					if u.uid == start {
+						closing = &hop{uid, u.via}
+						break
+					}
+					if _, seen := reached[u.uid]; !seen {
+						reached[u.uid] = hop{uid, u.via}
+						next = append(next, u.uid)
+					}
+				}
+				if closing != nil {
+					break
+				}
+			}
+			frontier = next
+		}
+		if closing == nil {
+			continue
+		}
+		key := func(uid string) catalog.Key {
+			if n := nodes[uid]; n != nil {
+				return n.key
+			}
+			return catalog.Key{Kind: "(uid)", Name: uid}
+		}
+		edges := []catalog.CycleEdge{{From: key(start), To: key(closing.child), Via: closing.via}}
+		for u := closing.child; u != start && len(edges) <= len(reached)+1; {
+			h := reached[u]
+			edges = append(edges, catalog.CycleEdge{From: key(u), To: key(h.child), Via: h.via})
+			u = h.child
+		}
+		field := "metadata.ownerReferences"
+		if edges[len(edges)-1].Via != catalog.ViaOwner {
+			field = "references"
+		}
+		return refuse(&cycleRefusal{it.document().Errorf(field, "%s: none of them could ever be purged", catalog.FormatCycle(edges)), &catalog.CycleError{Edges: edges}})
+	}
+	return nil
+}
+
+// cycleRefusal is a cycle found while planning: the document's error, and
+// errors.Is(err, catalog.ErrCycle).
+type cycleRefusal struct {
+	doc   error
+	cycle *catalog.CycleError
+}
+
+func (e *cycleRefusal) Error() string   { return e.doc.Error() }
+func (e *cycleRefusal) Unwrap() []error { return []error{e.doc, e.cycle} }

@@ -1,0 +1,471 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/manifest"
+)
+
+// item is one resource in the plan.
+type item struct {
+	// doc is the document until the item is planned (then origin).
+	doc     *manifest.Document
+	origin  origin
+	bundle  *item  // the bundle of a member
+	member  string // member name
+	cur     *stored
+	desired *catalog.Resource
+	change  *Change
+	// deps are the planned items this one's owners are.
+	deps []*item
+	// skipped by the sync filter: nothing is written for it (nor, for a
+	// bundle, for its members).
+	skipped bool
+	// visited by write's walk, owners first.
+	visited bool
+	// labels and annotations of desired, folded (see fold).
+	labels, annotations []string
+	// sameBody: the stored resource has the document's labels,
+	// annotations, finalizers, references, spec and status (all but the
+	// owners, which planItem resolves).
+	sameBody bool
+}
+
+// readChunk is how many documents' stored resources the plan reads and
+// holds at once.
+const readChunk = 512
+
+type plan struct {
+	items  []*item
+	byKey  map[catalog.Key]*item
+	prunes []*Change
+	// settled are prunes already under way (nothing to do).
+	settled map[*Change]bool
+	// adopt and prune steps after the batch.
+	adoptions []*item
+	// take: Options.TakeDocuments; dry: Options.DryRun.
+	take, dry bool
+}
+
+func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Options) (*plan, error) {
+	p := &plan{byKey: map[catalog.Key]*item{}, settled: map[*Change]bool{}, take: opts.TakeDocuments, dry: opts.DryRun}
+	add := func(it *item) error {
+		k := it.doc.Key()
+		if prev, dup := p.byKey[k]; dup {
+			return refuse(it.doc.Errorf("", "%s is also in %s", k, prev.where()))
+		}
+		p.byKey[k] = it
+		p.items = append(p.items, it)
+		return nil
+	}
+	var bundles []*item
+	for _, d := range docs {
+		if d.Kind == backup.Kind {
+			return nil, refuse(d.Errorf("kind", "apply does not write Backups: register one with 'lethe backup create'"))
+		}
+		it := &item{doc: d}
+		if err := add(it); err != nil {
+			return nil, err
+		}
+		if d.Kind != manifest.KindBundle {
+			continue
+		}
+		b, err := manifest.ParseBundle(d)
+		if err != nil {
+			return nil, refuse(err)
+		}
+		bundles = append(bundles, it)
+		for _, m := range b.Members {
+			if m.Doc.Kind == backup.Kind {
+				return nil, refuse(m.Doc.Errorf("kind", "apply does not write Backups: register one with 'lethe backup create'"))
+			}
+			if err := add(&item{doc: m.Doc, bundle: it, member: m.Name}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Read what exists: a few queries per chunk (GetMany), not one per
+	// document. Each stored resource is compared with its document at
+	// once and kept slim (sameBody), so that the stored labels, spec and
+	// status of tens of thousands of resources are never all held.
+	for start := 0; start < len(p.items); start += readChunk {
+		if opts.Progress != nil {
+			opts.Progress(start, len(p.items))
+		}
+		chunk := p.items[start:min(start+readChunk, len(p.items))]
+		keys := make([]catalog.Key, len(chunk))
+		for i, it := range chunk {
+			keys[i] = it.doc.Key()
+		}
+		curs, err := e.st.GetMany(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, it := range chunk {
+			if cur := curs[i]; cur != nil {
+				it.sameBody = sameBody(cur, it.doc)
+				// An update keeps the stored status and conditions.
+				it.cur = &stored{UID: cur.UID, Phase: cur.Phase, ResourceVersion: cur.ResourceVersion, DeletionDueAt: cur.DeletionDueAt,
+					Owners: cur.Owners, References: cur.References, Status: cur.Status, Conditions: cur.Conditions}
+			}
+		}
+	}
+	if opts.Progress != nil {
+		opts.Progress(len(p.items), len(p.items))
+	}
+	for _, it := range p.items {
+		it.change = &Change{Kind: it.doc.Kind, Namespace: it.doc.Metadata.Namespace, Name: it.doc.Metadata.Name,
+			Source: fmt.Sprintf("%s#%d", it.doc.Source, it.doc.Index), Member: it.member}
+		if it.bundle != nil {
+			it.change.Bundle = it.bundle.key().String()
+		}
+	}
+	for _, it := range p.items {
+		if err := e.planItem(ctx, p, it); err != nil {
+			return nil, err
+		}
+		if it.cur != nil {
+			it.cur.Status, it.cur.Conditions = nil, nil
+		}
+		it.done() // its document is not held to the end
+		if p.dry {
+			// Nothing is written: the cycle check needs only the edges.
+			it.desired = slim(it.desired)
+		} else {
+			it.fold()
+		}
+	}
+	if err := e.checkCycles(ctx, p); err != nil {
+		return nil, err
+	}
+	for _, b := range bundles {
+		if err := e.planPrunes(ctx, p, b); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (it *item) where() string { return it.document().Where() }
+
+// origin is where a planned item's document came from: enough for a
+// message about it once the document itself is let go.
+type origin struct {
+	source, field, container string
+	index, line              int
+}
+
+// done lets the item's document go once it is planned, keeping where it
+// came from (tens of thousands of documents are not held to the end).
+func (it *item) done() {
+	d := it.doc
+	it.origin = origin{source: d.Source, field: d.Field, container: d.Container, index: d.Index, line: d.Line}
+	it.doc = nil
+}
+
+// document is the item's document, or once it is planned a stand-in
+// with its identity and origin, for keys and messages.
+func (it *item) document() *manifest.Document {
+	if it.doc != nil {
+		return it.doc
+	}
+	o := it.origin
+	return &manifest.Document{Source: o.source, Index: o.index, Line: o.line, Field: o.field, Container: o.container,
+		Kind: it.change.Kind, Metadata: manifest.Metadata{Name: it.change.Name, Namespace: it.change.Namespace}}
+}
+
+// key is the item's key.
+func (it *item) key() catalog.Key {
+	if it.change != nil {
+		return it.change.Key()
+	}
+	return it.doc.Key()
+}
+
+// stored is what the plan keeps of a stored resource: its identity and
+// phase for the items that name it, its edges for the cycle check, and
+// until it is planned its status and conditions (an update keeps them).
+// A catalog.Resource holds far more, and an apply reads tens of
+// thousands.
+type stored struct {
+	UID             string
+	Phase           catalog.Phase
+	ResourceVersion int64
+	DeletionDueAt   *time.Time
+	Owners          []catalog.OwnerRef
+	References      []catalog.Reference
+	Status          json.RawMessage
+	Conditions      []catalog.Condition
+}
+
+// slim is what a dry run keeps of a planned resource: its identity and
+// edges, for the cycle check (nothing is written, so its labels,
+// annotations, spec and status are let go).
+func slim(r *catalog.Resource) *catalog.Resource {
+	if r == nil {
+		return nil
+	}
+	return &catalog.Resource{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID,
+		Owners: r.Owners, References: r.References, Phase: r.Phase, DeletionDueAt: r.DeletionDueAt,
+		ResourceVersion: r.ResourceVersion}
+}
+
+// bundleOwner returns the Bundle owner ref among owners, if any.
+func bundleOwner(owners []catalog.OwnerRef) (catalog.OwnerRef, bool) {
+	for _, o := range owners {
+		if o.Kind == manifest.KindBundle {
+			return o, true
+		}
+	}
+	return catalog.OwnerRef{}, false
+}
+
+func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
+	d, cur, ch := it.doc, it.cur, it.change
+	// The sync filter, and what bundles own.
+	if it.bundle != nil && it.bundle.skipped {
+		it.skipped = true
+		ch.Action, ch.Reason = Skipped, fmt.Sprintf("its bundle is %s", it.bundle.cur.Phase)
+		if cur != nil {
+			ch.UID, ch.Phase, ch.ResourceVersion = cur.UID, cur.Phase, cur.ResourceVersion
+		}
+		return nil
+	}
+	if cur != nil {
+		ch.UID, ch.Phase, ch.ResourceVersion = cur.UID, cur.Phase, cur.ResourceVersion
+		ch.DueAt = cur.DeletionDueAt
+		if o, ok := bundleOwner(cur.Owners); ok {
+			switch {
+			case it.bundle == nil && d.Kind != manifest.KindBundle:
+				return refuse(d.Errorf("", "%s is a member of Bundle/%s: change it through its bundle", d.Key(), o.Name))
+			case it.bundle != nil && (it.bundle.cur == nil || it.bundle.cur.UID != o.UID):
+				return refuse(d.Errorf("", "%s already belongs to Bundle/%s (uid %s); remove it from that bundle first", d.Key(), o.Name, o.UID))
+			}
+		}
+		if v := d.Metadata.ResourceVersion; v != 0 && v != cur.ResourceVersion {
+			return &ConflictError{Key: d.Key(), Err: fmt.Errorf("the manifest has resourceVersion %d but the catalog has %d (it changed since the manifest was written)", v, cur.ResourceVersion)}
+		}
+		// Only its own bundle adopts a Scheduled member.
+		o, owned := bundleOwner(cur.Owners)
+		adopt := it.bundle != nil && cur.Phase == catalog.PhaseScheduled && owned && it.bundle.cur != nil && o.UID == it.bundle.cur.UID
+		if cur.Phase != catalog.PhaseActive && !adopt {
+			it.skipped = true
+			ch.Action = Skipped
+			if cur.Phase == catalog.PhaseScheduled {
+				ch.Reason = fmt.Sprintf("Scheduled for deletion at %s: apply does not change it (undelete it first)", cur.DeletionDueAt.UTC().Format(time.RFC3339))
+			} else {
+				ch.Reason = "Deleting: apply does not change or re-create it; apply again once it is purged"
+			}
+			return nil
+		}
+	} else if d.Metadata.ResourceVersion != 0 {
+		return &ConflictError{Key: d.Key(), Err: fmt.Errorf("the manifest has resourceVersion %d, but it does not exist", d.Metadata.ResourceVersion)}
+	}
+
+	// The desired state.
+	var want *catalog.Resource
+	if p.take {
+		want = d.TakeResource()
+	} else {
+		want = d.Resource()
+	}
+	if it.bundle != nil {
+		b := it.bundle
+		uid := ""
+		if b.cur != nil {
+			uid = b.cur.UID
+		} else {
+			uid = b.newUID()
+		}
+		want.Owners = append(want.Owners, catalog.OwnerRef{UID: uid, Kind: manifest.KindBundle, Name: b.change.Name, BlockOwnerDeletion: true})
+		it.deps = append(it.deps, b)
+	}
+	for i, o := range d.Metadata.OwnerReferences {
+		field := fmt.Sprintf("metadata.ownerReferences[%d]", i)
+		ref, dep, err := e.resolveOwner(ctx, p, d, o)
+		if err != nil {
+			return refuse(d.Errorf(field, "%v", err))
+		}
+		if it.bundle != nil && ref.Kind == manifest.KindBundle {
+			return refuse(d.Errorf(field, "a bundle member's bundle is its owner already"))
+		}
+		want.Owners = append(want.Owners, ref)
+		if dep != nil {
+			it.deps = append(it.deps, dep)
+		}
+	}
+	for i, r := range d.References {
+		if r.OnTargetDelete == catalog.RefAllowDangling {
+			continue
+		}
+		k := catalog.Key{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+		field := fmt.Sprintf("references[%d]", i)
+		if t, ok := p.byKey[k]; ok {
+			if t.cur != nil && t.cur.Phase == catalog.PhaseDeleting {
+				return refuse(d.Errorf(field, "target %s is being deleted", k))
+			}
+			continue
+		}
+		t, err := e.st.Get(ctx, k)
+		switch {
+		case errors.Is(err, catalog.ErrNotFound):
+			return refuse(d.Errorf(field, "%s target %s does not exist (in the catalog or in this apply); use allowDangling for a target that may be missing", r.OnTargetDelete, k))
+		case err != nil:
+			return err
+		case t.Phase == catalog.PhaseDeleting:
+			return refuse(d.Errorf(field, "target %s is being deleted", k))
+		}
+	}
+	if cur == nil {
+		want.UID = it.newUID()
+		it.desired = want
+		ch.UID, ch.Phase, ch.Action = want.UID, catalog.PhaseActive, Created
+		return nil
+	}
+	// What apply does not manage is kept: the status when the manifest
+	// has none, and the conditions.
+	want.UID = cur.UID
+	want.ResourceVersion = cur.ResourceVersion
+	if len(want.Status) == 0 {
+		want.Status = cur.Status
+	}
+	want.Conditions = cur.Conditions
+	if cur.Phase == catalog.PhaseScheduled {
+		// Adoption: back to Active, the countdown cancelled.
+		it.desired = want
+		p.adoptions = append(p.adoptions, it)
+		ch.Action, ch.Phase, ch.DueAt = Adopted, catalog.PhaseActive, nil
+		ch.Reason = fmt.Sprintf("was Scheduled for deletion at %s; back in its bundle", cur.DeletionDueAt.UTC().Format(time.RFC3339))
+		return nil
+	}
+	if it.sameBody && slices.Equal(cur.Owners, want.Owners) { // same(cur, want), from the full resource read earlier
+		ch.Action = Unchanged
+		return nil
+	}
+	it.desired = want
+	ch.Action = Updated
+	return nil
+}
+
+// newUID gives a planned create its uid up front, so that dependents in
+// the same apply can name it.
+func (it *item) newUID() string {
+	if it.desired != nil && it.desired.UID != "" {
+		return it.desired.UID
+	}
+	if it.change != nil && it.change.UID != "" {
+		return it.change.UID
+	}
+	id := uuid.Must(uuid.NewV7()).String()
+	if it.change != nil {
+		it.change.UID = id
+	}
+	return id
+}
+
+// resolveOwner finds an owner by kind and name: in the dependent's
+// namespace, then cluster-scoped; in this apply first, then the catalog.
+func (e *Engine) resolveOwner(ctx context.Context, p *plan, d *manifest.Document, o manifest.OwnerReference) (catalog.OwnerRef, *item, error) {
+	keys := []catalog.Key{{Kind: o.Kind, Namespace: d.Metadata.Namespace, Name: o.Name}}
+	if d.Metadata.Namespace != "" {
+		keys = append(keys, catalog.Key{Kind: o.Kind, Name: o.Name})
+	}
+	ref := catalog.OwnerRef{Kind: o.Kind, Name: o.Name, BlockOwnerDeletion: o.BlockOwnerDeletion}
+	check := func(k catalog.Key, uid string, phase catalog.Phase) error {
+		switch {
+		case o.UID != "" && o.UID != uid:
+			return fmt.Errorf("owner %s has uid %s, not %s", k, uid, o.UID)
+		case phase == catalog.PhaseDeleting:
+			return fmt.Errorf("owner %s is being deleted: a new dependent would outlive it", k)
+		}
+		return nil
+	}
+	for _, k := range keys {
+		if it, ok := p.byKey[k]; ok {
+			if it.cur != nil {
+				if err := check(k, it.cur.UID, it.cur.Phase); err != nil {
+					return ref, nil, err
+				}
+				ref.UID = it.cur.UID
+			} else {
+				if it.skipped || it.bundle != nil && it.bundle.skipped {
+					return ref, nil, fmt.Errorf("owner %s is not being applied: its bundle is pending deletion", k)
+				}
+				ref.UID = it.newUID()
+				if o.UID != "" && o.UID != ref.UID {
+					return ref, nil, fmt.Errorf("owner %s is created by this apply, so it cannot have uid %s", k, o.UID)
+				}
+			}
+			return ref, it, nil
+		}
+		r, err := e.st.Get(ctx, k)
+		if errors.Is(err, catalog.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return ref, nil, err
+		}
+		if err := check(k, r.UID, r.Phase); err != nil {
+			return ref, nil, err
+		}
+		ref.UID = r.UID
+		return ref, nil, nil
+	}
+	where := keys[0].String()
+	if len(keys) > 1 {
+		where += " or " + keys[1].String()
+	}
+	return ref, nil, fmt.Errorf("owner %s does not exist (in the catalog or in this apply)", where)
+}
+
+// fold keeps the desired labels and annotations as flat key, value
+// lists until the write: a Go map of two labels takes about 400 bytes,
+// and an apply holds tens of thousands of them.
+func (it *item) fold() {
+	if it.desired == nil {
+		return
+	}
+	it.labels, it.desired.Labels = flat(it.desired.Labels), nil
+	it.annotations, it.desired.Annotations = flat(it.desired.Annotations), nil
+}
+
+// resource is the desired resource, whole: a copy of desired with its
+// labels and annotations unfolded.
+func (it *item) resource() *catalog.Resource {
+	r := *it.desired
+	if it.labels != nil {
+		r.Labels = unflat(it.labels)
+	}
+	if it.annotations != nil {
+		r.Annotations = unflat(it.annotations)
+	}
+	return &r
+}
+
+func flat(m map[string]string) []string {
+	if m == nil {
+		return nil
+	}
+	out := make([]string, 0, 2*len(m))
+	for k, v := range m {
+		out = append(out, k, v)
+	}
+	return out
+}
+
+func unflat(l []string) map[string]string {
+	m := make(map[string]string, len(l)/2)
+	for i := 0; i+1 < len(l); i += 2 {
+		m[l[i]] = l[i+1]
+	}
+	return m
+}
