@@ -93,7 +93,7 @@ func purgedOthers(bl blobstore.Store, b *backup.Backup, removed []string) []stri
 	if n == 0 {
 		return nil
 	}
-	s := fmt.Sprintf("%d other files under %s/%s", n, bl.URL(), path.Dir(b.Spec.StorageKey)+"/")
+	s := fmt.Sprintf("%d other files under %s", n, blobstore.ObjectURL(bl.URL(), path.Dir(b.Spec.StorageKey)+"/"))
 	if meta {
 		s += " (" + velero.MetadataFile + " first)"
 	}
