@@ -3,6 +3,7 @@ package sqlite
 import (
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -16,6 +17,12 @@ import (
 // may be created or removed while it is open. A wake-up only says "look
 // again": the listeners re-read the change table, and keep a slow poll
 // for what the operating system does not report (a network filesystem).
+//
+// A commit's last write to the log comes just before the writer publishes
+// it in the shared-memory index (path-shm, written through a mapping, which
+// reports nothing): a reader woken by that write may look too early and
+// find nothing new. So each wake-up is followed by two more, trailWake and
+// then trailWake2 later, once the file has been quiet.
 type fileWake struct {
 	once sync.Once
 	w    *fsnotify.Watcher // nil: not started, or the file cannot be watched
@@ -44,6 +51,15 @@ func (f *fileWake) start(path string, bc *sqlstore.Broadcast, fail func(error)) 
 		f.w, f.done = w, make(chan struct{})
 		go func() {
 			defer close(f.done)
+			trail := time.NewTimer(time.Hour)
+			trail.Stop()
+			defer trail.Stop()
+			trailing := 0 // trailing wake-ups still to come
+			wake := func() {
+				bc.Signal()
+				trailing = 2
+				trail.Reset(trailWake)
+			}
 			for {
 				select {
 				case ev, ok := <-w.Events:
@@ -51,14 +67,19 @@ func (f *fileWake) start(path string, bc *sqlstore.Broadcast, fail func(error)) 
 						return
 					}
 					if names[ev.Name] && ev.Has(fsnotify.Write|fsnotify.Create) {
-						bc.Signal()
+						wake()
 					}
 				case _, ok := <-w.Errors:
 					if !ok {
 						return
 					}
 					// An overflow lost events: a wake-up may be among them.
+					wake()
+				case <-trail.C:
 					bc.Signal()
+					if trailing--; trailing > 0 {
+						trail.Reset(trailWake2)
+					}
 				}
 			}
 		}()
@@ -76,3 +97,10 @@ func (f *fileWake) close() error {
 	<-f.done
 	return err
 }
+
+// trailWake and trailWake2 are how long after a file event the two
+// trailing wake-ups come (see fileWake).
+var (
+	trailWake  = 50 * time.Millisecond
+	trailWake2 = 500 * time.Millisecond
+)
