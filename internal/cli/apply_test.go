@@ -56,7 +56,7 @@ func TestApplyCommand(t *testing.T) {
 	code, out, stderr = run(t, home, false, "kind: Database\nmetadata: {name: Bad_Name}\n", "apply", "-f", "-")
 	assert.Equal(t, exitError, code)
 	assert.Empty(t, out)
-	assert.Equal(t, "Error: stdin, document 1 (Database/Bad_Name): metadata.name: invalid name \"Bad_Name\": use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit\n", stderr)
+	assert.Equal(t, "Error: stdin, document 1 (Database/Bad_Name): metadata.name: invalid name \"Bad_Name\": use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit\n", stderr)
 }
 
 // TestDescribeDanglingReferences: describe shows a resource's own

@@ -101,7 +101,7 @@ func TestServerFlagsTakeTheirEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	code, _, stderr := runEnv(t, map[string]string{"LETHE_HOME": dir, "LETHE_WORKERS": "0"}, "server")
 	require.Equal(t, exitUsage, code, stderr)
-	require.Contains(t, stderr, "--workers must be at least 1, got 0")
+	require.Contains(t, stderr, "--workers must be between 1 and 256, got 0")
 	code, _, stderr = runEnv(t, map[string]string{"LETHE_HOME": dir, "LETHE_LEASE_TTL": "soon"}, "server")
 	require.Equal(t, exitUsage, code, stderr)
 	require.Contains(t, stderr, `LETHE_LEASE_TTL="soon"`)

@@ -19,6 +19,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/termtext"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -76,7 +77,7 @@ func Main(args []string) int {
 		if !aborts.quiet.Load() {
 			fmt.Fprintf(os.Stderr, "\nlethe: %s: stopping; press Ctrl-C again to abort\n", sig)
 		}
-		cancel(fmt.Errorf("interrupted by %s", sig))
+		cancel(fmt.Errorf("interrupted (%s)", unix.SignalName(sig.(syscall.Signal))))
 		if _, ok := <-sigs; ok {
 			aborts.run()
 			os.Exit(exitInterrupted)

@@ -79,7 +79,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagValueError(err)} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.home, "home", "", "Lethe's home folder (env LETHE_HOME; default $XDG_DATA_HOME/lethe or ~/.local/share/lethe)")
 	pf.StringVar(&g.pluginDir, "plugin-dir", "", "folder of plugin binaries (env LETHE_PLUGIN_DIR; default <home>/plugins)")

@@ -86,8 +86,8 @@ lease is handed over); a second one aborts.`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if workers < 1 {
-				return usageError{fmt.Errorf("--workers must be at least 1, got %d", workers)}
+			if workers < 1 || workers > server.WorkersMax {
+				return usageError{fmt.Errorf("--workers must be between 1 and %d, got %d", server.WorkersMax, workers)}
 			}
 			if leaseTTL < time.Second {
 				return usageError{fmt.Errorf("--lease-ttl must be at least 1s, got %s", leaseTTL)}
@@ -178,7 +178,7 @@ lease is handed over); a second one aborts.`,
 	}
 	f := c.Flags()
 	f.DurationVar(&retentionInterval, "retention-interval", planner.IntervalDefault, "how often enforced RetentionPolicies are evaluated when nothing changes; also the pace of one that maxDeletesPerRun holds back (env LETHE_RETENTION_INTERVAL)")
-	f.IntVar(&workers, "workers", server.WorkersDefault, "deletions this replica runs at once (env LETHE_WORKERS)")
+	f.IntVar(&workers, "workers", server.WorkersDefault, "deletions this replica runs at once, 1 to 256 (env LETHE_WORKERS)")
 	f.StringVar(&metrics, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (env LETHE_METRICS_ADDR)")
 	f.BoolVar(&noPlugins, "no-plugins", false, "run deletions with no plugin installed at all (audited on each purge) (env LETHE_NO_PLUGINS)")
 	f.DurationVar(&leaseTTL, "lease-ttl", deletion.LeaseTTLDefault, "deletion lease: a replica that dies holding a deletion loses it after this long (env LETHE_LEASE_TTL)")

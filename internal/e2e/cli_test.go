@@ -68,6 +68,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"backup", "delete", "--yes"}, 2, "NAME..., -l/--selector SELECTOR or --all"},
 		{[]string{"backup", "delete", "good", "--all", "--yes"}, 2, "cannot be combined"},
 		{[]string{"--log-level", "loud", "backup", "list"}, 2, "--log-level"},
+		// Issue 26's awkward lines: each says the rule it breaks.
+		{[]string{"server", "--workers", "abc"}, 2, `invalid argument "abc" for "--workers" flag: want a whole number`},
+		{[]string{"server", "--workers", "100000"}, 2, "--workers must be between 1 and 256, got 100000"},
+		{[]string{"backup", "create", strings.Repeat("a", 300), "--from", good}, 2, "invalid backup name (300 characters): a name has at most 253"},
 	}
 	listBefore := e.ok("backup", "list", "-o", "json").stdout
 	storeBefore := treeDigest(t, e.storageDir())

@@ -392,15 +392,21 @@ func validKind(k string) bool { return len(k) <= 63 && kindRE.MatchString(k) }
 const kindHelp = "a kind is an upper-case letter, then letters and digits (e.g. VolumeSnapshot)"
 
 func nameErr(name string) string {
+	if len(name) > 253 {
+		return fmt.Sprintf("invalid name (%d characters): a name has at most 253", len(name))
+	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Sprintf("invalid name %q: use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit", name)
+		return fmt.Sprintf("invalid name %q: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit", name)
 	}
 	return ""
 }
 
 func namespaceErr(ns string) string {
+	if len(ns) > 63 {
+		return fmt.Sprintf("invalid namespace (%d characters): a namespace has at most 63", len(ns))
+	}
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-		return fmt.Sprintf("invalid namespace %q: use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit", ns)
+		return fmt.Sprintf("invalid namespace %q: use lowercase letters, digits and '-', starting and ending with a letter or digit", ns)
 	}
 	return ""
 }

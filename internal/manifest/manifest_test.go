@@ -119,6 +119,8 @@ func TestParseRefusals(t *testing.T) {
 		{"no name", "kind: Database\nmetadata: {namespace: x}", `metadata.name: required`},
 		{"bad name", "kind: Database\nmetadata: {name: Orders_DB}", `metadata.name: invalid name "Orders_DB"`},
 		{"bad namespace", "kind: Database\nmetadata: {name: a, namespace: a.b}", `metadata.namespace: invalid namespace "a.b"`},
+		{"name too long", "kind: Database\nmetadata: {name: " + strings.Repeat("a", 300) + "}", `metadata.name: invalid name (300 characters): a name has at most 253`},
+		{"namespace too long", "kind: Database\nmetadata: {name: a, namespace: " + strings.Repeat("a", 64) + "}", `metadata.namespace: invalid namespace (64 characters): a namespace has at most 63`},
 		{"bad label key", "kind: Database\nmetadata: {name: a, labels: {'-x': y}}", `metadata.labels["-x"]: invalid label key`},
 		{"bad label value", "kind: Database\nmetadata: {name: a, labels: {team: 'a b'}}", `metadata.labels["team"]: invalid label value "a b"`},
 		{"label not string", "kind: Database\nmetadata: {name: a, labels: {n: 1}}", `metadata.labels["n"]: want a string, got a number`},

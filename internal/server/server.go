@@ -50,6 +50,9 @@ const (
 	// otherwise sleep until the next item is due or a wake-up arrives.
 	PollIntervalDefault = 10 * time.Second
 	WorkersDefault      = 2
+	// WorkersMax bounds Workers: each worker holds a deletion, its plugin
+	// sessions and its catalog connections.
+	WorkersMax = 256
 )
 
 // Catalog is the part of the catalog a Server uses, its own and that of
@@ -171,8 +174,8 @@ func New(cfg *Config) (*Server, error) {
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, deletion.LeaseTTLDefault)
 	c.LeaderTTL = cmp.Or(c.LeaderTTL, leader.TTLDefault)
-	if c.Workers < 1 {
-		return nil, fmt.Errorf("server: Workers must be at least 1, got %d", c.Workers)
+	if c.Workers < 1 || c.Workers > WorkersMax {
+		return nil, fmt.Errorf("server: Workers must be between 1 and %d, got %d", WorkersMax, c.Workers)
 	}
 	s := &Server{cfg: c, log: c.Logger.Named("server"), reg: prometheus.NewRegistry(), refused: map[string]bool{},
 		wakeChs: map[string]chan struct{}{}, leaderW: make(chan struct{}, 1)}
