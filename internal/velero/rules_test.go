@@ -1,0 +1,62 @@
+package velero_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/velero"
+)
+
+// TestOnlyVelerosFinalPhasesAreFinished: a backup Velero may still be
+// writing (any phase before Completed, PartiallyFailed, Failed or
+// FailedValidation, or no phase at all) is unfinished, and unfinished
+// backups are never deleted (DESIGN §10).
+func TestOnlyVelerosFinalPhasesAreFinished(t *testing.T) {
+	for _, p := range []string{velero.PhaseCompleted, velero.PhasePartiallyFailed, velero.PhaseFailed, velero.PhaseFailedValidation} {
+		require.True(t, velero.Finished(p), p)
+	}
+	for _, p := range []string{"", velero.PhaseNew, velero.PhaseQueued, velero.PhaseReadyToStart, velero.PhaseInProgress,
+		velero.PhaseWaitingForPluginOperations, velero.PhaseWaitingForPluginOperationsPartiallyFailed,
+		velero.PhaseFinalizing, velero.PhaseFinalizingPartiallyFailed, velero.PhaseDeleting, "completed", "Unknown"} {
+		require.False(t, velero.Finished(p), "%q counts as finished", p)
+	}
+}
+
+// TestMetadataMayBeExactlyMaxMetadataSize: a velero-backup.json of
+// MaxMetadataSize bytes is read; one byte more is refused.
+func TestMetadataMayBeExactlyMaxMetadataSize(t *testing.T) {
+	doc := `{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"nightly"}}`
+	exact := doc + strings.Repeat(" ", velero.MaxMetadataSize-len(doc))
+	_, err := velero.ParseBackup([]byte(exact), "nightly")
+	require.NoError(t, err)
+	_, err = velero.ParseBackup([]byte(exact+" "), "nightly")
+	require.ErrorContains(t, err, "larger than")
+}
+
+// TestABackupExpiresOnlyWithATTLAndACreationTime: without
+// status.expiration, a backup expires at its creation plus its TTL; one
+// without a TTL (or a TTL of 0s), or without a creation time, never
+// expires by TTL: it is not read as expired at its creation or in year 1.
+func TestABackupExpiresOnlyWithATTLAndACreationTime(t *testing.T) {
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	parse := func(spec, meta string) *velero.Backup {
+		t.Helper()
+		b, err := velero.ParseBackup([]byte(`{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"n"`+meta+`},"spec":{`+spec+`}}`), "n")
+		require.NoError(t, err)
+		return b
+	}
+	ts := `,"creationTimestamp":"` + created.Format(time.RFC3339) + `"`
+	require.Equal(t, created.Add(time.Hour), parse(`"ttl":"1h0m0s"`, ts).ExpiresAt())
+	require.True(t, parse(``, ts).ExpiresAt().IsZero(), "no TTL: never expires")
+	zero := parse(`"ttl":"0s"`, ts)
+	ttl, err := zero.TTL()
+	require.NoError(t, err, "a TTL of 0s is a duration, not a negative one")
+	require.Zero(t, ttl)
+	require.True(t, zero.ExpiresAt().IsZero(), "a TTL of 0s: never expires")
+	require.True(t, parse(`"ttl":"1h0m0s"`, ``).ExpiresAt().IsZero(), "no creation time: never expires by TTL")
+	_, err = velero.ParseBackup([]byte(`{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"n"},"spec":{"ttl":"-1s"}}`), "n")
+	require.ErrorContains(t, err, "spec.ttl is negative")
+}
