@@ -60,3 +60,13 @@ func TestABackupExpiresOnlyWithATTLAndACreationTime(t *testing.T) {
 	_, err = velero.ParseBackup([]byte(`{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"n"},"spec":{"ttl":"-1s"}}`), "n")
 	require.ErrorContains(t, err, "spec.ttl is negative")
 }
+
+// TestAnObjectThatIsNotABackupIsNamedInTheError: the refusal of a
+// velero-backup.json that holds something else says what it holds, and
+// says (none) for a field it lacks.
+func TestAnObjectThatIsNotABackupIsNamedInTheError(t *testing.T) {
+	_, err := velero.ParseBackup([]byte(`{"metadata":{"name":"n"}}`), "n")
+	require.EqualError(t, err, `velero-backup.json holds a (none) (none), not a velero.io/v1 Backup`)
+	_, err = velero.ParseBackup([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"n"}}`), "n")
+	require.EqualError(t, err, `velero-backup.json holds a "v1" "Pod", not a velero.io/v1 Backup`)
+}
