@@ -70,3 +70,32 @@ func TestAnObjectThatIsNotABackupIsNamedInTheError(t *testing.T) {
 	_, err = velero.ParseBackup([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"n"}}`), "n")
 	require.EqualError(t, err, `velero-backup.json holds a "v1" "Pod", not a velero.io/v1 Backup`)
 }
+
+// TestStatusExpirationWinsOverTheTTL: status.expiration, when Velero set
+// it, is when the backup expires, whatever creation plus TTL says.
+func TestStatusExpirationWinsOverTheTTL(t *testing.T) {
+	b, err := velero.ParseBackup([]byte(`{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"n","creationTimestamp":"2026-01-02T03:04:05Z"},`+
+		`"spec":{"ttl":"1h0m0s"},"status":{"expiration":"2026-02-01T00:00:00Z"}}`), "n")
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), b.ExpiresAt())
+}
+
+// TestPluginsGetTheBackupObjectAsItIsInPhaseDeleting: the Backup object
+// a DeleteItemAction plugin receives is velero-backup.json with every
+// field kept and status.phase set to Deleting, as Velero's deletion
+// controller sends it; a file that is not a JSON object is refused.
+func TestPluginsGetTheBackupObjectAsItIsInPhaseDeleting(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"kind":"Backup","x":{"y":1},"status":{"phase":"Completed","version":1}}`: `{"kind":"Backup","status":{"phase":"Deleting","version":1},"x":{"y":1}}`,
+		`{"kind":"Backup"}`:               `{"kind":"Backup","status":{"phase":"Deleting"}}`,
+		`{"kind":"Backup","status":null}`: `{"kind":"Backup","status":{"phase":"Deleting"}}`,
+	} {
+		got, err := velero.DeletingObject([]byte(in))
+		require.NoError(t, err, in)
+		require.JSONEq(t, want, string(got), in)
+	}
+	_, err := velero.DeletingObject([]byte(`{"status":"Completed"}`))
+	require.ErrorContains(t, err, "status is not an object")
+	_, err = velero.DeletingObject([]byte(`[`))
+	require.ErrorContains(t, err, "not valid JSON")
+}
