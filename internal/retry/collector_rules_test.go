@@ -2,7 +2,9 @@ package retry_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -64,4 +66,37 @@ func TestCollectorConfigNeedsAQueueAndAHolder(t *testing.T) {
 	require.ErrorContains(t, err, "Queue and Holder are required")
 	_, err = retry.NewCollector(&retry.CollectorConfig{Queue: q, Holder: "a"})
 	require.NoError(t, err)
+}
+
+// TestStuckEventNamesTheItemAndTheRowToInspect: the DeletionStuck event
+// of a row about a backup item names that item and the `lethe retry get`
+// command for the row; the event of a resource's own row names no item
+// (the resource is the item).
+func TestStuckEventNamesTheItemAndTheRowToInspect(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	q := f.queue(t, f.st, policy(2), "http://receiver.invalid/lethe")
+	w := f.owner(t, "w")
+	v := f.owner(t, "v")
+	var item, own []*catalog.RetryRow
+	for range 2 { // the second attempt discards both rows
+		var err error
+		item, err = q.Record(f.ctx, retry.Outcome{Kind: retry.KindBackupItem, Owner: w.Key(), UID: w.UID, ItemID: "3:pods/ns/a",
+			Plugin: "example.com/ebs", Result: "failed", Message: "in use"})
+		require.NoError(t, err)
+		own, err = q.Record(f.ctx, failing(v, "boom"))
+		require.NoError(t, err)
+	}
+	pending, err := f.st.ListNotifications(f.ctx, catalog.NotificationPending, 0)
+	require.NoError(t, err)
+	events := map[string]retry.Event{}
+	for _, n := range pending {
+		var ev retry.Event
+		require.NoError(t, json.Unmarshal(n.Body, &ev))
+		events[ev.Resource.Name] = ev
+	}
+	require.Len(t, events, 2)
+	require.Equal(t, &retry.EventItem{Kind: retry.KindBackupItem, ID: "3:pods/ns/a"}, events["w"].Item)
+	require.Equal(t, fmt.Sprintf("lethe retry get %d", item[0].ID), events["w"].Inspect)
+	require.Nil(t, events["v"].Item, "a resource's own row names no item")
+	require.Equal(t, fmt.Sprintf("lethe retry get %d", own[0].ID), events["v"].Inspect)
 }
