@@ -99,3 +99,16 @@ func TestPluginsGetTheBackupObjectAsItIsInPhaseDeleting(t *testing.T) {
 	_, err = velero.DeletingObject([]byte(`[`))
 	require.ErrorContains(t, err, "not valid JSON")
 }
+
+// TestVolumeSnapshotsMayBeExactlyMaxVolumeSnapshotsSize: a volume
+// snapshot list of MaxVolumeSnapshotsSize bytes decompressed is read; one
+// byte more is refused as too large.
+func TestVolumeSnapshotsMayBeExactlyMaxVolumeSnapshotsSize(t *testing.T) {
+	key := velero.VolumeSnapshotsKey("nightly")
+	exact := "[" + strings.Repeat(" ", velero.MaxVolumeSnapshotsSize-2) + "]"
+	items, err := velero.ParseVolumeSnapshots(gzipped(t, exact), key)
+	require.NoError(t, err)
+	require.Empty(t, items)
+	_, err = velero.ParseVolumeSnapshots(gzipped(t, exact+" "), key)
+	require.ErrorContains(t, err, "larger than")
+}
