@@ -1,6 +1,7 @@
 package velero_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +112,30 @@ func TestVolumeSnapshotsMayBeExactlyMaxVolumeSnapshotsSize(t *testing.T) {
 	require.Empty(t, items)
 	_, err = velero.ParseVolumeSnapshots(gzipped(t, exact+" "), key)
 	require.ErrorContains(t, err, "larger than")
+}
+
+// TestVolumeSnapshotsAreTheListBesideTheBackupsOwnTarball: only the
+// backup's own tarball (backups/<name>/<name>.tar.gz, or .tar.zst) has a
+// volume snapshot list beside it; any other file of the folder has none.
+func TestVolumeSnapshotsAreTheListBesideTheBackupsOwnTarball(t *testing.T) {
+	want := velero.VolumeSnapshotsKey("nightly")
+	require.Equal(t, want, velero.VolumeSnapshotsKeyBeside("backups/nightly/nightly.tar.gz"))
+	require.Equal(t, want, velero.VolumeSnapshotsKeyBeside("backups/nightly/nightly.tar.zst"))
+	for _, k := range []string{"backups/nightly/nightly-logs.gz", "backups/nightly/other.tar.gz", "backups/nightly/", "nightly.tar.gz"} {
+		require.Empty(t, velero.VolumeSnapshotsKeyBeside(k), k)
+	}
+}
+
+// TestASnapshotWithoutStatusIsSentWithAnEmptyStatusObject: a volume
+// snapshot entry without a status (or with status null) reaches plugins
+// with status {}, an object as Velero's type has it.
+func TestASnapshotWithoutStatusIsSentWithAnEmptyStatusObject(t *testing.T) {
+	items, err := velero.ParseVolumeSnapshots(gzipped(t, `[{"spec":{"persistentVolumeName":"a"}},{"spec":{"persistentVolumeName":"b"},"status":null}]`), "k")
+	require.NoError(t, err)
+	require.Len(t, items, 2)
+	for _, it := range items {
+		var obj map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(it.Object, &obj))
+		require.JSONEq(t, `{}`, string(obj["status"]), it.Name)
+	}
 }
