@@ -100,3 +100,32 @@ func TestStuckEventNamesTheItemAndTheRowToInspect(t *testing.T) {
 	require.Nil(t, events["v"].Item, "a resource's own row names no item")
 	require.Equal(t, fmt.Sprintf("lethe retry get %d", own[0].ID), events["v"].Inspect)
 }
+
+// TestANotificationClaimOutlastsTwoDeliveryTimeouts: by default a
+// notifier's claim on an outbox row lasts twice its delivery timeout plus
+// ten seconds, so no other notifier claims (and sends) the row again
+// while its request may still be under way.
+func TestANotificationClaimOutlastsTwoDeliveryTimeouts(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	h := newHook(t, "hang")
+	q := f.queue(t, f.st, policy(1), h.srv.URL)
+	w := f.owner(t, "w")
+	_, err := q.Record(f.ctx, failing(w, "boom"))
+	require.NoError(t, err)
+	const timeout = 300 * time.Millisecond
+	n, err := retry.NewNotifier(&retry.NotifierConfig{Store: f.st, Holder: "me", Now: f.clock.Now, Timeout: timeout,
+		Webhooks: []retry.Webhook{{URL: h.srv.URL, Secret: secret}}})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = n.DeliverDue(f.ctx)
+	}()
+	require.Eventually(t, func() bool { return len(h.requests()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	pending, err := f.st.ListNotifications(f.ctx, catalog.NotificationPending, 0)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	require.Equal(t, "me", pending[0].Holder)
+	require.Equal(t, f.clock.Now().Add(2*timeout+10*time.Second), pending[0].LeaseExpiresAt.UTC())
+	<-done
+}
