@@ -121,3 +121,83 @@ func TestConfigNeedsAStoreAndAHolderAndATTLOfAtLeast300ms(t *testing.T) {
 	_, err = leader.New(&leader.Config{Store: st, Holder: "a", TTL: 300 * time.Millisecond})
 	require.NoError(t, err)
 }
+
+// waits records every wait an elector asks for, and makes each a
+// millisecond long so the test runs at once.
+type waits struct {
+	mu   sync.Mutex
+	asks []time.Duration
+}
+
+func (w *waits) timer(d time.Duration) *time.Timer {
+	w.mu.Lock()
+	w.asks = append(w.asks, d)
+	w.mu.Unlock()
+	return time.NewTimer(time.Millisecond)
+}
+
+// first returns the first n waits, once there are n.
+func (w *waits) first(t *testing.T, n int) []time.Duration {
+	t.Helper()
+	var got []time.Duration
+	require.Eventually(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		got = append([]time.Duration(nil), w.asks...)
+		return len(got) >= n
+	}, 10*time.Second, time.Millisecond)
+	return got[:n]
+}
+
+// failingOnce answers AcquireLeader from the catalog, except call n,
+// which fails as an unreachable catalog does.
+type failingOnce struct {
+	catalog.Store
+	mu    sync.Mutex
+	calls int
+	n     int
+}
+
+func (f *failingOnce) AcquireLeader(ctx context.Context, name, holder string, ttl time.Duration) (*catalog.LeaderLease, error) {
+	f.mu.Lock()
+	f.calls++
+	fail := f.calls == f.n
+	f.mu.Unlock()
+	if fail {
+		return nil, context.DeadlineExceeded
+	}
+	return f.Store.AcquireLeader(ctx, name, holder, ttl)
+}
+
+// TestTheLeaderRenewsEveryThirdOfItsTTLAndRetriesAFailedRenewalSooner:
+// with its own clock stopped (so its lease never lapses by it), a leader
+// with a TTL of 300ms waits 100ms (a third) before each renewal, and
+// 15ms (a twentieth) before retrying a renewal that failed.
+func TestTheLeaderRenewsEveryThirdOfItsTTLAndRetriesAFailedRenewalSooner(t *testing.T) {
+	w := &waits{}
+	frozen := func() time.Time { return catalogtest.Epoch }
+	el, err := leader.New(&leader.Config{Store: &failingOnce{Store: frozenStore(t), n: 3}, Holder: "a",
+		TTL: 300 * time.Millisecond, Now: frozen, NewTimer: w.timer})
+	require.NoError(t, err)
+	runCounting(t, el)
+	// Calls: 1 acquires; 2 renews after the first wait; 3 fails after the
+	// second; 4 retries after the third.
+	require.Equal(t, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 15 * time.Millisecond, 100 * time.Millisecond}, w.first(t, 4))
+}
+
+// TestAFollowerLooksAgainEveryThirdOfTheTTL: a replica that finds the
+// lease held by another, far from lapsing, looks again a third of the TTL
+// later (the safety net when no wake-up comes), not when that lease
+// would lapse.
+func TestAFollowerLooksAgainEveryThirdOfTheTTL(t *testing.T) {
+	st := frozenStore(t)
+	_, err := st.AcquireLeader(context.Background(), leader.NameDefault, "b", time.Hour)
+	require.NoError(t, err)
+	w := &waits{}
+	frozen := func() time.Time { return catalogtest.Epoch }
+	el, err := leader.New(&leader.Config{Store: st, Holder: "a", TTL: 300 * time.Millisecond, Now: frozen, NewTimer: w.timer})
+	require.NoError(t, err)
+	runCounting(t, el)
+	require.Equal(t, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond}, w.first(t, 2))
+	require.False(t, el.Leading())
+}

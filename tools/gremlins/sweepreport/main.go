@@ -110,7 +110,7 @@ func run(root, out string) error {
 		}
 		since, equiv := 0, 0
 		for _, m := range shown {
-			note := notes[noteKey(m.file, m.typ, m.src)]
+			_, note := lookupNote(notes, m)
 			switch {
 			case m.status != "LIVED":
 			case strings.HasPrefix(note, "Killed since"):
@@ -136,8 +136,8 @@ func run(root, out string) error {
 		})
 		details.WriteString("| Where | Mutator | Status | Line | Why it lives |\n|---|---|---|---|---|\n")
 		for _, m := range shown {
-			k := noteKey(m.file, m.typ, m.src)
-			note, ok := notes[k]
+			k, note := lookupNote(notes, m)
+			_, ok := notes[k]
 			switch {
 			case ok:
 				used[k] = true
@@ -226,6 +226,19 @@ func quoteAll(s []string) []string {
 }
 
 func noteKey(file, typ, src string) string { return file + "\t" + typ + "\t" + src }
+
+// lookupNote finds m's note: one written for its column (mutator
+// TYPE@column, for two mutants of one type on one line that differ)
+// first, else the one for its type on that line. It returns the note's
+// key and text.
+func lookupNote(notes map[string]string, m mutant) (key, note string) {
+	key = noteKey(m.file, fmt.Sprintf("%s@%d", m.typ, m.col), m.src)
+	if n, ok := notes[key]; ok {
+		return key, n
+	}
+	key = noteKey(m.file, m.typ, m.src)
+	return key, notes[key]
+}
 
 // readNotes reads notes.tsv: file, mutator, the trimmed source line and
 // the note, tab-separated; # starts a comment line.
