@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -85,7 +86,7 @@ func run(root, out string) error {
 		var shown []mutant
 		for _, f := range res.Files {
 			file := filepath.ToSlash(filepath.Join(pkg, f.Name))
-			lines := sourceLines(filepath.Join(root, file))
+			lines := sourceLines(root, env["commit"], file)
 			for _, m := range f.Mutations {
 				count[m.Status]++
 				if m.Status != "LIVED" && m.Status != "TIMED OUT" {
@@ -281,8 +282,19 @@ func readEnv(path string) map[string]string {
 	return env
 }
 
-func sourceLines(path string) []string {
-	data, err := os.ReadFile(path)
+// sourceLines returns file's lines as they were at commit, the commit the
+// run was made at (a run's line numbers are that commit's, and the tree
+// has moved on since); from the working tree when the run had changes of
+// its own ("+changes") or git cannot show that commit.
+func sourceLines(root, commit, file string) []string {
+	if commit != "" && !strings.Contains(commit, "+") {
+		//nolint:gosec // git with a commit and path from the sweep's own files
+		out, err := exec.Command("git", "-C", root, "show", commit+":"+file).Output()
+		if err == nil {
+			return strings.Split(string(out), "\n")
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(root, file))
 	if err != nil {
 		return nil
 	}
