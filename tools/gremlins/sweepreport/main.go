@@ -67,48 +67,73 @@ func run(root, out string) error {
 	swept := map[string]bool{}
 	for _, pkg := range packages {
 		name := strings.ReplaceAll(pkg, "/", "-")
-		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
-		if os.IsNotExist(err) {
+		// A package's result is name.json, or several parts
+		// (name.PART.json), each a run over some of its files at its own
+		// commit (SWEEP_PART in mutants/sweep.sh).
+		parts, err := filepath.Glob(filepath.Join(dir, name+".*json"))
+		if err != nil {
+			return err
+		}
+		parts = slices.DeleteFunc(parts, func(p string) bool {
+			base := strings.TrimSuffix(filepath.Base(p), ".json")
+			return base != name && !strings.HasPrefix(base, name+".")
+		})
+		if len(parts) == 0 {
 			notSwept = append(notSwept, pkg)
 			fmt.Fprintf(&b, "| `%s` | | | | | | | | | not yet swept |\n", pkg)
 			continue
 		}
-		if err != nil {
-			return err
-		}
-		var res result
-		if err := json.Unmarshal(data, &res); err != nil {
-			return fmt.Errorf("%s.json: %w", name, err)
-		}
-		env := readEnv(filepath.Join(dir, name+".env"))
 		swept[pkg] = true
 		count := map[string]int{}
 		var shown []mutant
-		for _, f := range res.Files {
-			file := filepath.ToSlash(filepath.Join(pkg, f.Name))
-			lines := sourceLines(root, env["commit"], file)
-			for _, m := range f.Mutations {
-				count[m.Status]++
-				if m.Status != "LIVED" && m.Status != "TIMED OUT" {
-					continue
-				}
-				src := ""
-				if m.Line >= 1 && m.Line <= len(lines) {
-					src = strings.TrimSpace(lines[m.Line-1])
-				}
-				shown = append(shown, mutant{file: file, typ: m.Type, status: m.Status, src: src, line: m.Line, col: m.Column})
+		var runs []string
+		for _, part := range parts {
+			data, err := os.ReadFile(part)
+			if err != nil {
+				return err
 			}
+			var res result
+			if err := json.Unmarshal(data, &res); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Base(part), err)
+			}
+			env := readEnv(strings.TrimSuffix(part, ".json") + ".env")
+			var files []string
+			for _, f := range res.Files {
+				files = append(files, "`"+f.Name+"`")
+				file := filepath.ToSlash(filepath.Join(pkg, f.Name))
+				lines := sourceLines(root, env["commit"], file)
+				for _, m := range f.Mutations {
+					count[m.Status]++
+					if m.Status != "LIVED" && m.Status != "TIMED OUT" {
+						continue
+					}
+					src := ""
+					if m.Line >= 1 && m.Line <= len(lines) {
+						src = strings.TrimSpace(lines[m.Line-1])
+					}
+					shown = append(shown, mutant{file: file, typ: m.Type, status: m.Status, src: src, line: m.Line, col: m.Column})
+				}
+			}
+			run := strings.TrimSpace(fmt.Sprintf("%s at %s, %ss, timeout ×%s, PostgreSQL %s",
+				env["date"], env["commit"], env["seconds"], env["coefficient"], env["postgres"]))
+			if ex := strings.TrimSpace(env["excluded"]); ex != "" {
+				run += "; **files not swept:** `" + strings.Join(strings.Fields(ex), "`, `") + "`"
+			}
+			if note := strings.TrimSpace(env["note"]); note != "" {
+				run += "; " + note
+			}
+			if len(parts) > 1 {
+				slices.Sort(files)
+				run = strings.Join(slices.Compact(files), ", ") + ": " + run
+			}
+			runs = append(runs, run)
 		}
 		killed, lived := count["KILLED"], count["LIVED"]
 		eff := "–"
 		if killed+lived > 0 {
 			eff = fmt.Sprintf("%.1f%%", 100*float64(killed)/float64(killed+lived))
 		}
-		swept := strings.TrimSpace(fmt.Sprintf("%s at %s, %ss, timeout ×%s, PostgreSQL %s",
-			env["date"], env["commit"], env["seconds"], env["coefficient"], env["postgres"]))
-		if ex := strings.TrimSpace(env["excluded"]); ex != "" {
-			swept += "; **files not swept:** `" + strings.Join(strings.Fields(ex), "`, `") + "`"
-		}
+		swept := strings.Join(runs, "<br>")
 		since, equiv := 0, 0
 		for _, m := range shown {
 			_, note := lookupNote(notes, m)
