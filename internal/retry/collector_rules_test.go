@@ -129,3 +129,36 @@ func TestANotificationClaimOutlastsTwoDeliveryTimeouts(t *testing.T) {
 	require.Equal(t, f.clock.Now().Add(2*timeout+10*time.Second), pending[0].LeaseExpiresAt.UTC())
 	<-done
 }
+
+// TestAStoppedCollectorChargesNoAttempt: a collector stopped while its
+// handler runs (the handler returns the context's error) records nothing
+// on its rows: no attempt, no error. Its claim lapses and another
+// collector runs them (DESIGN §6: either can stop at any moment).
+func TestAStoppedCollectorChargesNoAttempt(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	q := f.queue(t, f.st, policy(10))
+	w := f.owner(t, "w")
+	rows, err := q.Record(f.ctx, retry.Outcome{Kind: "Slow", Owner: w.Key(), UID: w.UID, ItemID: "item", Result: "waiting"})
+	require.NoError(t, err)
+	before := rows[0]
+	ctx, stop := context.WithCancel(f.ctx)
+	defer stop()
+	col, err := retry.NewCollector(&retry.CollectorConfig{Queue: q, Holder: "server-a", LeaseTTL: time.Minute,
+		Handlers: map[string]retry.Handler{"Slow": func(ctx context.Context, _ []*catalog.RetryRow) error {
+			stop() // the server shuts down mid-run
+			return ctx.Err()
+		}}})
+	require.NoError(t, err)
+	f.clock.Advance(time.Hour)
+	_, _ = col.Tick(ctx)
+
+	cur, err := q.Get(f.ctx, before.ID)
+	require.NoError(t, err)
+	require.Equal(t, before.Attempts, cur.Attempts, "a stop counted as an attempt")
+	require.Len(t, cur.History, len(before.History))
+	require.NotContains(t, cur.LastError, "canceled")
+	f.clock.Advance(2 * time.Minute)
+	other, err := f.st.ClaimRetries(f.ctx, "server-b", time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, other, 1, "once the stopped collector's claim lapses, another runs the row")
+}
