@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -64,4 +65,23 @@ func TestAnIdleNotifierSleepsUntilResync(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 	require.Equal(t, int32(1), st.asks.Load(), "an idle notifier polled")
+}
+
+// TestJitterSpreadsEachDelayWithinItsFraction: a backoff with jitter j
+// moves each delay by a random fraction within ±j of it (never exactly
+// the delay, for the draws of this source); with no jitter the delay is
+// exact.
+func TestJitterSpreadsEachDelayWithinItsFraction(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := retry.Backoff{Base: time.Second, Cap: time.Hour, MaxAttempts: 5, Jitter: 0.5}
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := 1; n <= 4; n++ {
+		d := b.Delay(n)
+		got := b.Next(now, n, 0, r).Sub(now)
+		require.NotEqual(t, d, got, "attempt %d: no jitter", n)
+		require.GreaterOrEqual(t, got, d/2)
+		require.LessOrEqual(t, got, d+d/2)
+	}
+	b.Jitter = 0
+	require.Equal(t, 16*time.Second, b.Next(now, 2, 0, r).Sub(now))
 }
