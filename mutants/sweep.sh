@@ -11,8 +11,10 @@
 # many times the package's unmutated coverage run before it counts as timed
 # out. SWEEP_EXCLUDE: space-separated regexps of files (relative to the
 # package) not to mutate, recorded in the report (e.g. a file another branch
-# is rewriting). Exported LETHE_TEST_POSTGRES_URL reaches the tests, as in
-# make test.
+# is rewriting). SWEEP_PART: keep this run as mutants/sweep/<package>.<part>.json
+# beside the package's other parts (runs over other files, at their own
+# commits); the report sums a package's parts. Exported
+# LETHE_TEST_POSTGRES_URL reaches the tests, as in make test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -38,7 +40,7 @@ for p in "${pkgs[@]}"; do
     exit 2
   fi
   name=$(tr / - <<<"$p")
-  out="$root/mutants/sweep/$name.json"
+  out="$root/mutants/sweep/$name${SWEEP_PART:+.$SWEEP_PART}.json"
   echo "== $p"
   start=$(date +%s)
   # Mutators: gremlins' defaults (arithmetic, conditional boundaries and
@@ -48,7 +50,7 @@ for p in "${pkgs[@]}"; do
   mv "$out.tmp" "$out"
   printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\n' \
     "$(date -u +%Y-%m-%dT%H:%MZ)" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- "$p" || echo '+changes')" \
-    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "${SWEEP_EXCLUDE:-}" >"$root/mutants/sweep/$name.env"
+    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "${SWEEP_EXCLUDE:-}" >"${out%.json}.env"
 done
 
 (cd tools/gremlins && go run ./sweepreport -root "$root" -out "$root/docs/mutation-sweep.md")

@@ -61,6 +61,9 @@ type Config struct {
 	// or stops leading; tookOver says a term began by taking over an
 	// expired lease.
 	OnChange func(leading, tookOver bool, l *catalog.LeaderLease)
+	// NewTimer, when set, makes the timers the elector waits on
+	// (time.NewTimer by default): a test sees each wait it asks for.
+	NewTimer func(d time.Duration) *time.Timer
 }
 
 // Elector competes for the lease and runs the leader's work while it
@@ -87,6 +90,9 @@ func New(cfg *Config) (*Elector, error) {
 	c.Logger = cmp.Or[hclog.Logger](c.Logger, hclog.NewNullLogger())
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.NewTimer == nil {
+		c.NewTimer = time.NewTimer
 	}
 	return &Elector{cfg: c, log: c.Logger.Named("leader")}, nil
 }
@@ -149,7 +155,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 			// least every third of the TTL (a safety net).
 			wait = min(max(l.ExpiresAt.Sub(e.cfg.Now()), time.Millisecond), every)
 		}
-		t := time.NewTimer(wait)
+		t := e.cfg.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -193,7 +199,7 @@ func (e *Elector) lead(ctx context.Context, l *catalog.LeaderLease, start time.T
 			reason = "the lease expired before it could be renewed"
 			break
 		}
-		t := time.NewTimer(min(next, left))
+		t := e.cfg.NewTimer(min(next, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -115,7 +115,9 @@ func TestDocumentedReceiverAcceptsLethesRequestsAndRefusesOldOnes(t *testing.T) 
 	delivered, err := f.st.ListNotifications(f.ctx, catalog.NotificationDelivered, 0)
 	require.NoError(t, err)
 	require.Len(t, delivered, 1)
-	require.Contains(t, stdout.String(), delivered[0].EventID+" {", "the receiver printed the event")
+	// The receiver may print after it answered: wait for the line.
+	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), delivered[0].EventID+" {") }, 10*time.Second, 5*time.Millisecond,
+		"the receiver printed the event: %q", stdout.String())
 
 	_, err = q.Record(f.ctx, failing(f.owner(t, "v"), "boom"))
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -66,51 +67,76 @@ func run(root, out string) error {
 	swept := map[string]bool{}
 	for _, pkg := range packages {
 		name := strings.ReplaceAll(pkg, "/", "-")
-		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
-		if os.IsNotExist(err) {
+		// A package's result is name.json, or several parts
+		// (name.PART.json), each a run over some of its files at its own
+		// commit (SWEEP_PART in mutants/sweep.sh).
+		parts, err := filepath.Glob(filepath.Join(dir, name+".*json"))
+		if err != nil {
+			return err
+		}
+		parts = slices.DeleteFunc(parts, func(p string) bool {
+			base := strings.TrimSuffix(filepath.Base(p), ".json")
+			return base != name && !strings.HasPrefix(base, name+".")
+		})
+		if len(parts) == 0 {
 			notSwept = append(notSwept, pkg)
 			fmt.Fprintf(&b, "| `%s` | | | | | | | | | not yet swept |\n", pkg)
 			continue
 		}
-		if err != nil {
-			return err
-		}
-		var res result
-		if err := json.Unmarshal(data, &res); err != nil {
-			return fmt.Errorf("%s.json: %w", name, err)
-		}
-		env := readEnv(filepath.Join(dir, name+".env"))
 		swept[pkg] = true
 		count := map[string]int{}
 		var shown []mutant
-		for _, f := range res.Files {
-			file := filepath.ToSlash(filepath.Join(pkg, f.Name))
-			lines := sourceLines(filepath.Join(root, file))
-			for _, m := range f.Mutations {
-				count[m.Status]++
-				if m.Status != "LIVED" && m.Status != "TIMED OUT" {
-					continue
-				}
-				src := ""
-				if m.Line >= 1 && m.Line <= len(lines) {
-					src = strings.TrimSpace(lines[m.Line-1])
-				}
-				shown = append(shown, mutant{file: file, typ: m.Type, status: m.Status, src: src, line: m.Line, col: m.Column})
+		var runs []string
+		for _, part := range parts {
+			data, err := os.ReadFile(part)
+			if err != nil {
+				return err
 			}
+			var res result
+			if err := json.Unmarshal(data, &res); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Base(part), err)
+			}
+			env := readEnv(strings.TrimSuffix(part, ".json") + ".env")
+			var files []string
+			for _, f := range res.Files {
+				files = append(files, "`"+f.Name+"`")
+				file := filepath.ToSlash(filepath.Join(pkg, f.Name))
+				lines := sourceLines(root, env["commit"], file)
+				for _, m := range f.Mutations {
+					count[m.Status]++
+					if m.Status != "LIVED" && m.Status != "TIMED OUT" {
+						continue
+					}
+					src := ""
+					if m.Line >= 1 && m.Line <= len(lines) {
+						src = strings.TrimSpace(lines[m.Line-1])
+					}
+					shown = append(shown, mutant{file: file, typ: m.Type, status: m.Status, src: src, line: m.Line, col: m.Column})
+				}
+			}
+			run := strings.TrimSpace(fmt.Sprintf("%s at %s, %ss, timeout ×%s, PostgreSQL %s",
+				env["date"], env["commit"], env["seconds"], env["coefficient"], env["postgres"]))
+			if ex := strings.TrimSpace(env["excluded"]); ex != "" {
+				run += "; **files not swept:** `" + strings.Join(strings.Fields(ex), "`, `") + "`"
+			}
+			if note := strings.TrimSpace(env["note"]); note != "" {
+				run += "; " + note
+			}
+			if len(parts) > 1 {
+				slices.Sort(files)
+				run = strings.Join(slices.Compact(files), ", ") + ": " + run
+			}
+			runs = append(runs, run)
 		}
 		killed, lived := count["KILLED"], count["LIVED"]
 		eff := "–"
 		if killed+lived > 0 {
 			eff = fmt.Sprintf("%.1f%%", 100*float64(killed)/float64(killed+lived))
 		}
-		swept := strings.TrimSpace(fmt.Sprintf("%s at %s, %ss, timeout ×%s, PostgreSQL %s",
-			env["date"], env["commit"], env["seconds"], env["coefficient"], env["postgres"]))
-		if ex := strings.TrimSpace(env["excluded"]); ex != "" {
-			swept += "; **files not swept:** `" + strings.Join(strings.Fields(ex), "`, `") + "`"
-		}
+		swept := strings.Join(runs, "<br>")
 		since, equiv := 0, 0
 		for _, m := range shown {
-			note := notes[noteKey(m.file, m.typ, m.src)]
+			_, note := lookupNote(notes, m)
 			switch {
 			case m.status != "LIVED":
 			case strings.HasPrefix(note, "Killed since"):
@@ -136,8 +162,8 @@ func run(root, out string) error {
 		})
 		details.WriteString("| Where | Mutator | Status | Line | Why it lives |\n|---|---|---|---|---|\n")
 		for _, m := range shown {
-			k := noteKey(m.file, m.typ, m.src)
-			note, ok := notes[k]
+			k, note := lookupNote(notes, m)
+			_, ok := notes[k]
 			switch {
 			case ok:
 				used[k] = true
@@ -227,6 +253,19 @@ func quoteAll(s []string) []string {
 
 func noteKey(file, typ, src string) string { return file + "\t" + typ + "\t" + src }
 
+// lookupNote finds m's note: one written for its column (mutator
+// TYPE@column, for two mutants of one type on one line that differ)
+// first, else the one for its type on that line. It returns the note's
+// key and text.
+func lookupNote(notes map[string]string, m mutant) (key, note string) {
+	key = noteKey(m.file, fmt.Sprintf("%s@%d", m.typ, m.col), m.src)
+	if n, ok := notes[key]; ok {
+		return key, n
+	}
+	key = noteKey(m.file, m.typ, m.src)
+	return key, notes[key]
+}
+
 // readNotes reads notes.tsv: file, mutator, the trimmed source line and
 // the note, tab-separated; # starts a comment line.
 func readNotes(path string) (map[string]string, error) {
@@ -268,8 +307,19 @@ func readEnv(path string) map[string]string {
 	return env
 }
 
-func sourceLines(path string) []string {
-	data, err := os.ReadFile(path)
+// sourceLines returns file's lines as they were at commit, the commit the
+// run was made at (a run's line numbers are that commit's, and the tree
+// has moved on since); from the working tree when the run had changes of
+// its own ("+changes") or git cannot show that commit.
+func sourceLines(root, commit, file string) []string {
+	if commit != "" && !strings.Contains(commit, "+") {
+		//nolint:gosec // git with a commit and path from the sweep's own files
+		out, err := exec.Command("git", "-C", root, "show", commit+":"+file).Output()
+		if err == nil {
+			return strings.Split(string(out), "\n")
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(root, file))
 	if err != nil {
 		return nil
 	}
