@@ -201,6 +201,19 @@ func (a *app) printStatus(w io.Writer, s *status.Summary) error {
 		}
 	}
 	fmt.Fprintln(w)
+	if len(s.Locations) == 0 {
+		fmt.Fprintln(w, "Storage locations: none checked yet (lethe server checks them; so does lethe backup sync)")
+	} else {
+		fmt.Fprintln(w, "Storage locations:")
+		t := newTable(w, "  NAME", "PHASE", "CHECKED", "SYNCED", "ERROR")
+		for _, l := range s.Locations {
+			t.row("  "+termtext.Quote(l.Name), dash(l.Phase), ago(s.Time, l.LastCheckTime), ago(s.Time, l.LastSyncTime), dash(termtext.Quote(l.LastError)))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Work queues:")
 	for _, q := range slices.Sorted(maps.Keys(s.Queues)) {
 		c := s.Queues[q]
@@ -208,4 +221,12 @@ func (a *app) printStatus(w io.Writer, s *status.Summary) error {
 	}
 	fmt.Fprintf(w, "Retry queue: %d retryable, %d running, %d discarded (lethe retry list)\n", s.Retry.Retryable, s.Retry.Running, s.Retry.Discarded)
 	return nil
+}
+
+// ago says how long before now t was, or "never".
+func ago(now time.Time, t *time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return human(now.Sub(*t)) + " ago"
 }

@@ -219,8 +219,13 @@ func TestStatusThroughTheBinary(t *testing.T) {
 			Deletions []struct {
 				Name string `json:"name"`
 			} `json:"deletions"`
-			Retry  map[string]int64 `json:"retry"`
-			Leader *struct{}        `json:"leader"`
+			Retry     map[string]int64 `json:"retry"`
+			Leader    *struct{}        `json:"leader"`
+			Locations []struct {
+				Name         string  `json:"name"`
+				Phase        string  `json:"phase"`
+				LastSyncTime *string `json:"lastSyncTime"`
+			} `json:"locations"`
 		}
 		read := func() statusJSON {
 			r := e.ok("status", "-o", "json")
@@ -252,5 +257,15 @@ func TestStatusThroughTheBinary(t *testing.T) {
 		require.Regexp(t, `\n  slow\s+\d+/\d+`, r.stdout)
 		require.NoError(t, os.Remove(hold))
 		require.Equal(t, 0, p.wait(t).code)
+
+		// The storage locations, as the last sync recorded them.
+		e.ok("backup", "sync")
+		s = read()
+		require.Len(t, s.Locations, 1, "%+v", s.Locations)
+		require.Equal(t, "default", s.Locations[0].Name)
+		require.Equal(t, "Available", s.Locations[0].Phase)
+		require.NotNil(t, s.Locations[0].LastSyncTime)
+		r = e.ok("status")
+		require.Regexp(t, `Storage locations:\n\s+NAME\s+PHASE\s+CHECKED\s+SYNCED\s+ERROR\n\s+default\s+Available\s+\S+ ago\s+\S+ ago\s+-\n`, r.stdout)
 	})
 }

@@ -1,15 +1,18 @@
 // Package status reads the one-screen summary that lethe status prints:
 // resources by kind and phase, the backup deletions in flight with their
-// progress and rate, the work queues, the retry queue and the leader.
+// progress and rate, the storage locations as last checked, the work
+// queues, the retry queue and the leader.
 // It only reads the catalog, with aggregate queries and one listing of
 // the backups being deleted.
 package status
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lethehq/lethe/internal/backup"
@@ -17,6 +20,7 @@ import (
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/leader"
+	"github.com/lethehq/lethe/internal/storageloc"
 )
 
 // Store is the part of the catalog the summary reads.
@@ -44,6 +48,16 @@ type Summary struct {
 	Retry RetryCounts `json:"retry"`
 	// Leader is the lethe server leader lease; nil if no server ever ran.
 	Leader *Leader `json:"leader,omitempty"`
+	// Locations are the storage locations as the catalog last recorded
+	// them (lethe server's periodic check and sync, or lethe backup
+	// sync), by name; the summary does not reach storage itself.
+	Locations []Location `json:"locations"`
+}
+
+// Location is a storage location's recorded state.
+type Location struct {
+	Name string `json:"name"`
+	storageloc.Status
 }
 
 // PhaseCounts counts resources by phase.
@@ -125,6 +139,9 @@ func Read(ctx context.Context, st Store, now time.Time, prev *Summary) (*Summary
 	case !errors.Is(err, catalog.ErrNotFound):
 		return nil, err
 	}
+	if s.Locations, err = readLocations(ctx, st); err != nil {
+		return nil, err
+	}
 	if s.Resources[backup.Kind].Deleting > 0 {
 		if err := s.readDeletions(ctx, st, prev); err != nil {
 			return nil, err
@@ -197,4 +214,33 @@ func rate(d, was Deletion, prev *Summary, now time.Time) float64 {
 		return float64(d.Watermark) / secs
 	}
 	return 0
+}
+
+// readLocations lists the recorded storage locations, by name. A record
+// that cannot be read is shown with its error: a location's state is
+// never guessed.
+func readLocations(ctx context.Context, st Store) ([]Location, error) {
+	out := []Location{}
+	opts := catalog.ListOptions{Kind: storageloc.Kind}
+	for {
+		page, err := st.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Items {
+			l := Location{Name: r.Name}
+			if len(r.Status) > 0 {
+				if err := json.Unmarshal(r.Status, &l.Status); err != nil {
+					l.Status = storageloc.Status{LastError: "recorded state cannot be read: " + err.Error()}
+				}
+			}
+			out = append(out, l)
+		}
+		if page.Continue == "" {
+			break
+		}
+		opts.Continue = page.Continue
+	}
+	slices.SortFunc(out, func(a, b Location) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
