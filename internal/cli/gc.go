@@ -119,11 +119,11 @@ func resourceKey(kind, name, ns string) (catalog.Key, error) {
 }
 
 func newDeleteCmd(a *app) *cobra.Command {
-	var ns, cascade string
+	var ns, cascade, selector string
 	var files []string
 	var dryRun, yes, wait, async, force, noPlugins, ignoreNotFound bool
 	c := &cobra.Command{
-		Use:   "delete KIND NAME | -f FILE|DIR|-",
+		Use:   "delete KIND NAME... | KIND -l SELECTOR | -f FILE|DIR|-",
 		Short: "Delete a resource of any kind, with its dependents (cascade)",
 		Long: `Delete moves a resource to Deleting and lets the garbage collector carry the
 deletion along its owner and reference edges, as Kubernetes does:
@@ -166,7 +166,9 @@ Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
 a file, a folder, or - for stdin; only each document's kind, namespace and
 name are used), last document first, each with the same flags. Every one
 is checked before anything changes: a bad file, a missing resource or a
-block reference from outside the set changes nothing.`,
+block reference from outside the set changes nothing. Several names after
+KIND, or -l SELECTOR (the resources of KIND in -n's namespace that it
+selects), are deleted the same way, in the order given.`,
 		Example: `  # What would go, then do it
   lethe delete Schedule nightly -n prod --dry-run
   lethe delete Schedule nightly -n prod --yes
@@ -176,6 +178,10 @@ block reference from outside the set changes nothing.`,
 
   # Leave the work to 'lethe server'
   lethe delete VolumeSnapshot snap-a -n prod --yes --async
+
+  # Several at once, by name or by label
+  lethe delete Database orders users -n shop --yes
+  lethe delete Database -l team=db -n shop --dry-run
 
   # Everything a manifest declares, previewed first
   lethe delete -f shop.yaml --dry-run
@@ -187,7 +193,16 @@ block reference from outside the set changes nothing.`,
 				}
 				return nil
 			}
-			return exactArgs(2, "KIND and NAME")(cmd, args)
+			if selector != "" {
+				if len(args) != 1 {
+					return usageError{fmt.Errorf("with -l, give only KIND (got %d arguments): -l selects the names", len(args))}
+				}
+				return nil
+			}
+			if len(args) < 2 {
+				return exactArgs(2, "KIND and NAME")(cmd, args)
+			}
+			return nil
 		},
 	}
 	out := outputFlag(c, "table")
@@ -202,6 +217,7 @@ block reference from outside the set changes nothing.`,
 	fl.BoolVar(&noPlugins, "no-plugins", false, "backups only: allow the deletion with no plugin installed (as lethe backup delete --no-plugins)")
 	fl.BoolVar(&ignoreNotFound, "ignore-not-found", false, "a resource that does not exist, or was purged, is not an error (exit 0)")
 	fl.StringArrayVarP(&files, "filename", "f", nil, "delete the resources a manifest names: file, folder, or - for stdin (repeatable)")
+	fl.StringVarP(&selector, "selector", "l", "", "delete the resources of KIND (in -n's namespace) that this label selector selects, e.g. team=db")
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
@@ -221,6 +237,11 @@ block reference from outside the set changes nothing.`,
 				return usageError{errors.New("-n does not go with -f: the manifests name their namespaces")}
 			}
 			return a.deleteFiles(cmd.Context(), files, gc.DeleteOptions{Propagation: prop, Force: force}, fileDeleteFlags{dryRun: dryRun, yes: yes, wait: wait, ignoreNotFound: ignoreNotFound}, *out)
+		}
+		if selector != "" || len(args) > 2 {
+			return a.deleteSeveral(cmd, args[0], args[1:], selector, ns, prop,
+				fileDeleteFlags{dryRun: dryRun, yes: yes, wait: wait, ignoreNotFound: ignoreNotFound},
+				backupFlags{dryRun: dryRun, yes: yes, wait: wait, force: force, noPlugins: noPlugins}, force, *out)
 		}
 		k, err := resourceKey(args[0], args[1], ns)
 		if err != nil {
@@ -301,6 +322,56 @@ block reference from outside the set changes nothing.`,
 	return c
 }
 
+// deleteSeveral is 'lethe delete KIND NAME NAME...' and 'lethe delete KIND -l
+// SELECTOR': the resources named or selected, checked together before
+// anything changes (as delete -f). Backups go through 'lethe backup
+// delete', which takes several names and -l itself.
+func (a *app) deleteSeveral(cmd *cobra.Command, kindArg string, names []string, selector, ns string, prop gc.Propagation,
+	fl fileDeleteFlags, bfl backupFlags, force bool, out string) error {
+	ctx := cmd.Context()
+	if selector != "" {
+		if err := checkSelector(selector); err != nil {
+			return err
+		}
+	}
+	kind, err := a.kindOf(ctx, kindArg)
+	if err != nil {
+		return err
+	}
+	if kind == backup.Kind {
+		return a.deleteBackups(cmd, names, selector, ns, prop, bfl, out)
+	}
+	var keys []catalog.Key
+	for _, n := range names {
+		k, err := resourceKey(kindArg, n, ns)
+		if err != nil {
+			return err
+		}
+		k.Kind = kind
+		keys = append(keys, k)
+	}
+	if selector != "" {
+		st, err := a.catalog(ctx)
+		if err != nil {
+			return err
+		}
+		rs, err := listAll(ctx, st, catalog.ListOptions{Kind: kind, Namespace: ns, LabelSelector: selector})
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Namespace == ns {
+				keys = append(keys, r.Key())
+			}
+		}
+		if len(keys) == 0 {
+			fmt.Fprintf(a.s.Err, "No %s resources selected by %s.\n", termtext.Quote(kind), termtext.Quote(selector))
+			return nil
+		}
+	}
+	return a.deleteKeys(ctx, keys, gc.DeleteOptions{Propagation: prop, Force: force}, fl, out)
+}
+
 // recreatedNote says that the key now holds a new resource, left alone.
 func recreatedNote(newUID string) string {
 	return "a new resource of the same name (UID " + newUID + ") was created meanwhile; it is left alone"
@@ -311,7 +382,13 @@ func recreatedNote(newUID string) string {
 type backupFlags struct{ dryRun, yes, wait, force, noPlugins bool }
 
 func (a *app) deleteBackup(cmd *cobra.Command, k catalog.Key, prop gc.Propagation, fl backupFlags, out string) error {
-	if k.Namespace != "" {
+	return a.deleteBackups(cmd, []string{k.Name}, "", k.Namespace, prop, fl, out)
+}
+
+// deleteBackups is deleteBackup of several names, or of the backups a
+// selector selects.
+func (a *app) deleteBackups(cmd *cobra.Command, names []string, selector, ns string, prop gc.Propagation, fl backupFlags, out string) error {
+	if ns != "" {
 		return usageError{errors.New("backups are cluster-scoped: drop -n")}
 	}
 	ctx := cmd.Context()
@@ -329,9 +406,12 @@ func (a *app) deleteBackup(cmd *cobra.Command, k catalog.Key, prop gc.Propagatio
 	set("async", !fl.wait)
 	_ = bc.Flags().Set("output", out)
 	_ = bc.Flags().Set("cascade", string(prop))
+	if selector != "" {
+		_ = bc.Flags().Set("selector", selector)
+	}
 	// The backup's cascade runs in it: its purge waits for what holds it,
 	// and with --wait the collector runs until it is done or stuck.
-	return bc.RunE(bc, []string{k.Name})
+	return bc.RunE(bc, names)
 }
 
 // driveGC runs the collector here until the cascade of k is done or stuck.

@@ -42,21 +42,18 @@ func (a *app) printFilePlans(out string, plans []*gc.Plan, done []*fileDeleteRes
 	return printObject(a.s.Out, out, kindCascadePlan+"List", v)
 }
 
-// deleteFiles is 'lethe delete -f': every resource the manifests name,
-// last document first, through the collector with the same options. All
-// are checked (the files, existence, block references from outside the
-// set) before anything changes.
-// fileDeleteFlags are the flags of 'lethe delete -f'.
+// fileDeleteFlags are the flags of 'lethe delete -f' (and of a delete of
+// several names).
 type fileDeleteFlags struct{ dryRun, yes, wait, ignoreNotFound bool }
 
+// deleteFiles is 'lethe delete -f': every resource the manifests name,
+// last document first (see deleteKeys). A bad file changes nothing.
 func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOptions, fl fileDeleteFlags, out string) error {
-	dryRun, yes, wait := fl.dryRun, fl.yes, fl.wait
 	docs, err := a.loadManifests(files)
 	if err != nil {
 		return err
 	}
 	var keys []catalog.Key
-	seen := map[catalog.Key]bool{}
 	for i := len(docs) - 1; i >= 0; i-- {
 		d := docs[i]
 		if d.Container != "" {
@@ -66,6 +63,20 @@ func (a *app) deleteFiles(ctx context.Context, files []string, opts gc.DeleteOpt
 		if k.Kind == backup.Kind {
 			return usageError{fmt.Errorf("%s, document %d: delete backups by name (lethe delete backup %s), not with -f", termtext.Quote(d.Source), d.Index, termtext.Quote(k.Name))}
 		}
+		keys = append(keys, k)
+	}
+	return a.deleteKeys(ctx, keys, opts, fl, out)
+}
+
+// deleteKeys deletes several resources (delete -f, several names, or -l),
+// in the order given, through the collector with the same options. All are
+// checked (existence, block references from outside the set) before
+// anything changes; one already purged counts as done.
+func (a *app) deleteKeys(ctx context.Context, given []catalog.Key, opts gc.DeleteOptions, fl fileDeleteFlags, out string) error {
+	dryRun, yes, wait := fl.dryRun, fl.yes, fl.wait
+	var keys []catalog.Key
+	seen := map[catalog.Key]bool{}
+	for _, k := range given {
 		if !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
