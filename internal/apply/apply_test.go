@@ -189,6 +189,8 @@ metadata: {name: y, ownerReferences: [{kind: Node, name: x}]}
 				`cycle: R/r2 holds a cascade reference to R/r1; R/r1 holds a cascade reference to R/r2`},
 			{"twice", "kind: Database\nmetadata: {name: fresh, namespace: prod}", `app.yaml, document 2 (Database/prod/fresh): Database/prod/fresh is also in app.yaml, document 1`},
 			{"backup", "kind: Backup\nmetadata: {name: b}", `kind: apply does not write Backups`},
+			{"a storage location's record", "kind: BackupStorageLocation\nmetadata: {name: archive}\nspec: {url: \"file:///tmp/x\"}", `kind: apply does not write BackupStorageLocations`},
+			{"a leader lease", "kind: LeaderLease\nmetadata: {name: lethe-server}", `kind: apply does not write LeaderLeases`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				v := version(t, st)

@@ -13,6 +13,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/manifest"
+	"github.com/lethehq/lethe/internal/storageloc"
 )
 
 // item is one resource in the plan.
@@ -69,8 +70,8 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 	}
 	var bundles []*item
 	for _, d := range docs {
-		if d.Kind == backup.Kind {
-			return nil, refuse(d.Errorf("kind", "apply does not write Backups: register one with 'lethe backup create'"))
+		if why := reservedKind(d.Kind); why != "" {
+			return nil, refuse(d.Errorf("kind", "%s", why))
 		}
 		it := &item{doc: d}
 		if err := add(it); err != nil {
@@ -85,8 +86,8 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 		}
 		bundles = append(bundles, it)
 		for _, m := range b.Members {
-			if m.Doc.Kind == backup.Kind {
-				return nil, refuse(m.Doc.Errorf("kind", "apply does not write Backups: register one with 'lethe backup create'"))
+			if why := reservedKind(m.Doc.Kind); why != "" {
+				return nil, refuse(m.Doc.Errorf("kind", "%s", why))
 			}
 			if err := add(&item{doc: m.Doc, bundle: it, member: m.Name}); err != nil {
 				return nil, err
@@ -468,4 +469,18 @@ func unflat(l []string) map[string]string {
 		m[l[i]] = l[i+1]
 	}
 	return m
+}
+
+// reservedKind says why apply does not write kind, a kind Lethe keeps
+// itself; "" for any other kind.
+func reservedKind(kind string) string {
+	switch kind {
+	case backup.Kind:
+		return "apply does not write Backups: register one with 'lethe backup create'"
+	case storageloc.Kind:
+		return "apply does not write BackupStorageLocations: Lethe records what it sees of the locations configured with --location (or the config file's location list)"
+	case "LeaderLease", "AuditEntry", "RetryItem":
+		return "apply does not write " + kind + "s: Lethe keeps them itself"
+	}
+	return ""
 }
