@@ -75,7 +75,7 @@ func Main(args []string) int {
 			return
 		}
 		if !aborts.quiet.Load() {
-			fmt.Fprintf(os.Stderr, "\nlethe: %s: stopping; press Ctrl-C again to abort\n", sig)
+			fmt.Fprintf(os.Stderr, "\nlethe: %s: stopping; press Ctrl-C again to abort\n", unix.SignalName(sig.(syscall.Signal)))
 		}
 		cancel(fmt.Errorf("interrupted (%s)", unix.SignalName(sig.(syscall.Signal))))
 		if _, ok := <-sigs; ok {
@@ -118,6 +118,10 @@ func Run(ctx context.Context, args []string, s Streams, aborts *abortHooks) int 
 	}
 	interrupted := errors.Is(err, deletion.ErrInterrupted)
 	msg := strings.TrimSpace(err.Error())
+	// One line. cobra's own errors break lines and indent with a tab
+	// ("for \"lethe\"\n\nDid you mean this?\n\tbackup"): plain spaces.
+	msg = strings.ReplaceAll(msg, "\n\t", " ")
+	msg = strings.ReplaceAll(msg, "\n\n", " ")
 	msg = strings.ReplaceAll(msg, "\n", " ")
 	// The sites that build errors quote what they name; an error that
 	// still carries a raw control (from a deeper layer) is quoted whole.

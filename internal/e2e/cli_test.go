@@ -37,6 +37,7 @@ func TestBadInput(t *testing.T) {
 		contains string
 	}{
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"bakup", "list"}, 2, `unknown command "bakup" for "lethe" Did you mean this? backup`},
 		{[]string{"backup", "list", "--bogus-flag"}, 2, "unknown flag: --bogus-flag"},
 		{[]string{"backup", "create", "Bad_Name", "--from", good}, 2, `invalid backup name "Bad_Name"`},
 		{[]string{"backup", "create", "../etc", "--from", good}, 2, "invalid backup name"},
