@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -105,7 +106,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	// and velero leave it; cobra adds -v only when it defines the flag.
 	root.Flags().Bool("version", false, "print the version (as lethe version)")
 	root.Version = version()
-	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ")\n")
+	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ", " + runtime.Version() + ")\n") // as lethe version
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
 		newApplyCmd(a), newDeleteCmd(a), newUndeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a), newRetentionCmd(a))
 	root.AddCommand(newLocationCmd(a), newStatusCmd(a))
