@@ -1,6 +1,7 @@
 package deletion
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/pluginhost"
+	"github.com/lethehq/lethe/internal/storageloc"
 	"github.com/lethehq/lethe/internal/velero"
 )
 
@@ -28,6 +30,7 @@ import (
 // that cannot be read is an error (the run is tried again).
 func (d *Deleter) sessionOptions(ctx context.Context, b *backup.Backup, infos []pluginhost.Info) (pluginhost.SessionOptions, error) {
 	opts := d.cfg.Session
+	opts.VeleroLocation = cmp.Or(b.Spec.Location, storageloc.DefaultName)
 	if b.Spec.Velero == nil || b.Spec.Velero.MetadataKey == "" ||
 		!slices.ContainsFunc(infos, func(in pluginhost.Info) bool { return in.Protocol == pluginhost.ProtocolVelero }) {
 		return opts, nil

@@ -53,4 +53,10 @@ type SessionOptions struct {
 	// velero-backup.json), instead of the one built from the
 	// plugin.Backup. Lethe's own plugins never see it.
 	VeleroBackup []byte
+	// VeleroLocation is the name of the backup's storage location, the
+	// spec.storageLocation of the Backup built for a Velero plugin when
+	// there is no VeleroBackup and the backup has no
+	// velero.io/storage-location label (Velero's BackupStorageLocation
+	// name, never a URL).
+	VeleroLocation string
 }

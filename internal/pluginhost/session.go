@@ -45,8 +45,10 @@ type Session struct {
 	window  int
 	timeout time.Duration
 	grace   time.Duration
-	// veleroBackup is SessionOptions.VeleroBackup.
-	veleroBackup []byte
+	// veleroBackup is SessionOptions.VeleroBackup, veleroLocation
+	// SessionOptions.VeleroLocation.
+	veleroBackup   []byte
+	veleroLocation string
 
 	ctx         context.Context
 	cancel      context.CancelCauseFunc
@@ -114,21 +116,22 @@ func (h *Host) OpenSession(ctx context.Context, pluginName string, backup plugin
 		return nil, err
 	}
 	s := &Session{
-		h:            h,
-		b:            e.bin,
-		name:         full,
-		backup:       backupToProto(backup),
-		batch:        batch,
-		window:       window,
-		timeout:      cmp.Or(opts.ItemTimeout, h.timeoutFor(full)),
-		grace:        h.cfg.CancelGrace,
-		veleroBackup: opts.VeleroBackup,
-		slots:        make(chan struct{}, window),
-		results:      make(chan Result, window),
-		notify:       make(chan struct{}, 1),
-		closeSendCh:  make(chan struct{}),
-		done:         make(chan struct{}),
-		pending:      make(map[uint64]*pendingItem, window),
+		h:              h,
+		b:              e.bin,
+		name:           full,
+		backup:         backupToProto(backup),
+		batch:          batch,
+		window:         window,
+		timeout:        cmp.Or(opts.ItemTimeout, h.timeoutFor(full)),
+		grace:          h.cfg.CancelGrace,
+		veleroBackup:   opts.VeleroBackup,
+		veleroLocation: opts.VeleroLocation,
+		slots:          make(chan struct{}, window),
+		results:        make(chan Result, window),
+		notify:         make(chan struct{}, 1),
+		closeSendCh:    make(chan struct{}),
+		done:           make(chan struct{}),
+		pending:        make(map[uint64]*pendingItem, window),
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	go s.run()
@@ -348,8 +351,8 @@ func (s *Session) stream(p *proc) error {
 	sctx, scancel := context.WithCancelCause(s.ctx)
 	defer scancel(nil)
 	ectx := sctx
-	if s.b.velero && s.veleroBackup != nil {
-		ectx = withVeleroBackup(sctx, s.veleroBackup)
+	if s.b.velero {
+		ectx = withVeleroBackup(sctx, veleroBackupOpts{raw: s.veleroBackup, location: s.veleroLocation})
 	}
 	st, err := p.stubs.Action.Execute(ectx, executeCodec)
 	if err != nil {

@@ -135,9 +135,9 @@ func (c *veleroClient) AppliesTo(ctx context.Context, in *pluginv1.AppliesToRequ
 // unary calls.
 func (c *veleroClient) Execute(ctx context.Context, _ ...grpc.CallOption) (grpc.BidiStreamingClient[pluginv1.ExecuteRequest, pluginv1.ExecuteResponse], error) {
 	sctx, cancel := context.WithCancelCause(ctx)
-	raw, _ := ctx.Value(veleroBackupKey{}).([]byte)
+	vb, _ := ctx.Value(veleroBackupKey{}).(veleroBackupOpts)
 	s := &veleroStream{
-		c: c, ctx: sctx, cancel: cancel, raw: raw,
+		c: c, ctx: sctx, cancel: cancel, raw: vb.raw, location: vb.location,
 		work: make(chan *pluginv1.Item, 1<<16), results: make(chan *pluginv1.ItemResult, 1<<10),
 		cancels: map[uint64]context.CancelCauseFunc{}, closedSend: make(chan struct{}),
 	}
@@ -155,10 +155,13 @@ type veleroStream struct {
 	backup []byte
 	// raw is the backup's own velero-backup.json, sent as it is when set
 	// (SessionOptions.VeleroBackup).
-	raw     []byte
-	work    chan *pluginv1.Item
-	results chan *pluginv1.ItemResult
-	wg      sync.WaitGroup
+	raw []byte
+	// location names the backup's storage location for the Backup built
+	// when raw is nil (SessionOptions.VeleroLocation).
+	location string
+	work     chan *pluginv1.Item
+	results  chan *pluginv1.ItemResult
+	wg       sync.WaitGroup
 
 	mu         sync.Mutex
 	cancels    map[uint64]context.CancelCauseFunc
@@ -176,7 +179,7 @@ func (s *veleroStream) Send(m *pluginv1.ExecuteRequest) error {
 		b := s.raw
 		if b == nil {
 			var err error
-			if b, err = veleroBackupJSON(msg.Start.GetBackup()); err != nil {
+			if b, err = veleroBackupJSON(msg.Start.GetBackup(), s.location); err != nil {
 				return err
 			}
 		}
@@ -324,12 +327,17 @@ func (s *veleroStream) RecvMsg(m any) error {
 	return nil
 }
 
-// veleroBackupKey carries SessionOptions.VeleroBackup from a session to
-// the Execute stream it opens on a Velero binary.
+// veleroBackupKey carries SessionOptions.VeleroBackup and VeleroLocation
+// from a session to the Execute stream it opens on a Velero binary.
 type veleroBackupKey struct{}
 
-func withVeleroBackup(ctx context.Context, raw []byte) context.Context {
-	return context.WithValue(ctx, veleroBackupKey{}, raw)
+type veleroBackupOpts struct {
+	raw      []byte
+	location string
+}
+
+func withVeleroBackup(ctx context.Context, o veleroBackupOpts) context.Context {
+	return context.WithValue(ctx, veleroBackupKey{}, o)
 }
 
 // veleroBackupJSON builds the velero.io/v1 Backup a Velero plugin gets
@@ -337,9 +345,10 @@ func withVeleroBackup(ctx context.Context, raw []byte) context.Context {
 // system's identity when known (source_uid, source_created_at).
 // Its spec.storageLocation is the name of Velero's storage location when
 // the backup came from a Velero bucket (the velero.io/storage-location
-// label Velero sets), else Lethe's storage URL.
-func veleroBackupJSON(b *pluginv1.Backup) ([]byte, error) {
-	loc := b.GetStorageLocation()
+// label Velero sets), else location, the name of Lethe's location that
+// holds it: a name, as Velero's BackupStorageLocation, never a URL.
+func veleroBackupJSON(b *pluginv1.Backup, location string) ([]byte, error) {
+	loc := location
 	if l := b.GetLabels()["velero.io/storage-location"]; l != "" {
 		loc = l
 	}

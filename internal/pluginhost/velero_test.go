@@ -142,6 +142,30 @@ func TestVeleroPluginExecutesWithVelerosRequestShape(t *testing.T) {
 	}, lines)
 }
 
+// TestABuiltVeleroBackupNamesItsLocationNotAURL: a backup without
+// velero-backup.json or Velero's storage-location label gets, in the
+// Backup built for a Velero plugin, its location's name as
+// spec.storageLocation (a BackupStorageLocation name), never the
+// tarball's URL.
+func TestABuiltVeleroBackupNamesItsLocationNotAURL(t *testing.T) {
+	h, record := veleroHost(t, &Config{})
+	ctx := context.Background()
+	s, err := h.OpenSession(ctx, "example.io/recorder", plugin.Backup{
+		Name: "no-metadata", UID: "u-2", StorageLocation: "file:///srv/bucket/backups/no-metadata/no-metadata.tar.gz",
+	}, SessionOptions{VeleroLocation: "far"})
+	require.NoError(t, err)
+	go func() {
+		_ = s.Send(ctx, Item{ID: 1, Item: plugin.Item{Resource: "configmaps", Kind: "ConfigMap", Version: "v1", Namespace: "shop", Name: "settings", Object: itemJSON("ConfigMap", "shop", "settings")}})
+		s.CloseSend()
+	}()
+	for r := range s.Results() {
+		require.Equal(t, plugin.OutcomeDone, r.Outcome, r.Message)
+	}
+	data, err := os.ReadFile(record)
+	require.NoError(t, err)
+	require.Equal(t, "example.io/recorder\tConfigMap\tshop/settings\tno-metadata\tfar\t\t\n", string(data))
+}
+
 // TestVeleroPluginHonoursTheLockFile: a Velero binary that its folder's
 // lock file does not pin is refused before it runs, as a Lethe one is.
 func TestVeleroPluginHonoursTheLockFile(t *testing.T) {
