@@ -246,6 +246,9 @@ func (d *Deleter) Plan(ctx context.Context, name string, opts Options) (*Plan, e
 		count(backup.SnapshotItem(sum.Items+int64(i), &snaps[i]))
 	}
 	p.Warnings = d.pluginWarnings(b, p.itemsByPlugin(), "would receive")
+	if n := unselectedSnapshots(infos, sum.Items, snaps); n > 0 {
+		p.Warnings = append(p.Warnings, snapshotsWarning(n, "would go to"))
+	}
 	return p, nil
 }
 

@@ -363,6 +363,9 @@ func (d *Deleter) run(ctx context.Context, b *backup.Backup, w *catalog.WorkItem
 			return nil, err
 		}
 		rep.Warnings = d.pluginWarnings(b, receivedBy(rep.Counts, opts.skipped), "received")
+		if n := unselectedSnapshots(d.cfg.Plugins.Plugins(), sum.Items, snaps); n > 0 {
+			rep.Warnings = append(rep.Warnings, snapshotsWarning(n, "went to"))
+		}
 		if serr != nil {
 			n := recordedSnapshots(b)
 			done = false

@@ -494,3 +494,24 @@ func TestNativeVolumeSnapshotsAreItems(t *testing.T) {
 	}
 	require.FileExists(t, filepath.Join(cloud, velerotest.SnapshotID(c)))
 }
+
+// TestNativeSnapshotsNoPluginSelectsAreNamedInAWarning: a backup's native
+// volume snapshots that no installed plugin selects are settled without
+// any plugin, so the snapshots stay in the cloud: the plan and the report
+// say so in a warning, not only a count.
+func TestNativeSnapshotsNoPluginSelectsAreNamedInAWarning(t *testing.T) {
+	ctx := context.Background()
+	dir, storage := t.TempDir(), "file://"+filepath.Join(t.TempDir(), "bucket")
+	p := openVeleroPipelineWith(t, dir, storage, nil, &pluginhost.Config{})
+	putBucket(t, p.blobs)
+	_, err := p.reg.Sync(ctx, registry.SyncOptions{})
+	require.NoError(t, err)
+	a := "nightly-0412"
+	plan, err := p.del.Plan(ctx, a, deletion.Options{NoPlugins: true})
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(plan.Warnings, "\n"), "1 native volume snapshot(s) would go to no plugin: the backup's deletion leaves them in the cloud")
+	rep, err := p.del.Delete(ctx, a, deletion.Options{NoPlugins: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	require.Contains(t, strings.Join(rep.Warnings, "\n"), "1 native volume snapshot(s) went to no plugin")
+}
