@@ -20,7 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
-	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/s3blob"
 )
 
@@ -241,19 +240,11 @@ func openFile(u *url.URL, cfg *Config) (Store, error) {
 	if err := os.MkdirAll(dir, fileDirMode); err != nil {
 		return nil, fmt.Errorf("blobstore: create store directory: %w", err)
 	}
-	bkt, err := fileblob.OpenBucket(dir, &fileblob.Options{
-		// Temporary files sit beside their final path so that the rename
-		// is atomic even when os.TempDir is on another file system; List
-		// hides them (see isTempFile).
-		NoTempDir:   true,
-		DirFileMode: fileDirMode,
-		Metadata:    fileblob.MetadataDontWrite,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("blobstore: open %q: %w", shown, err)
-	}
+	// Objects are files beneath dir, reached through os.Root (filestore.go).
+	// Temporary files sit beside their final path so that the rename is
+	// atomic; List hides them.
 	shownURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
-	return &store{bucket: bkt, url: shownURL, kind: kindFile, dir: dir, limits: cfg.List}, nil
+	return &store{url: shownURL, kind: kindFile, dir: dir, limits: cfg.List}, nil
 }
 
 func openS3(ctx context.Context, u *url.URL, cfg *Config) (Store, error) {
