@@ -38,6 +38,9 @@ type Config struct {
 	MustExist bool
 	// List bounds each listing; zero fields take the defaults.
 	List ListLimits
+	// S3 bounds the waits on an s3:// endpoint; zero fields take the
+	// defaults.
+	S3 S3Timeouts
 }
 
 // ErrNotExist is the error of a file:// directory that does not exist, opened with
@@ -328,8 +331,12 @@ func openS3(ctx context.Context, u *url.URL, cfg *Config) (Store, error) {
 	default:
 		return nil, fail("unexpected AWS HTTP client %T", c)
 	}
+	// An endpoint that never answers, or drips its answer, fails the
+	// request instead of holding it for ever.
+	tmo := cfg.S3.withDefaults()
+	transport.ResponseHeaderTimeout = tmo.ResponseHeaderTimeout
 	awsCfg.HTTPClient = &http.Client{
-		Transport: transport,
+		Transport: &slowReadTransport{next: transport, t: tmo},
 		// The SDK wants to see S3's redirects, not follow them.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
