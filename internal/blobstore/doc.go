@@ -4,8 +4,10 @@
 //	file:///abs/dir
 //	s3://bucket/optional/prefix?endpoint=http://127.0.0.1:7070&region=us-east-1&use_path_style=true
 //
-// Both go through gocloud.dev/blob (fileblob and s3blob, wired explicitly; no
-// blank-import URL registries). Puts are atomic, reads stream, and a missing
+// s3:// goes through gocloud.dev/blob's s3blob (wired explicitly; no
+// blank-import URL registries); file:// is files beneath the folder,
+// reached through os.Root, never through a symbolic link, and only regular
+// files are objects (ErrNotRegular otherwise). Puts are atomic, reads stream, and a missing
 // key is ErrNotFound on every backend.
 //
 // Locations holds the configured store and opens, on demand, the other

@@ -20,7 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
-	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/s3blob"
 )
 
@@ -39,6 +38,9 @@ type Config struct {
 	MustExist bool
 	// List bounds each listing; zero fields take the defaults.
 	List ListLimits
+	// S3 bounds the waits on an s3:// endpoint; zero fields take the
+	// defaults.
+	S3 S3Timeouts
 }
 
 // ErrNotExist is the error of a file:// directory that does not exist, opened with
@@ -241,19 +243,11 @@ func openFile(u *url.URL, cfg *Config) (Store, error) {
 	if err := os.MkdirAll(dir, fileDirMode); err != nil {
 		return nil, fmt.Errorf("blobstore: create store directory: %w", err)
 	}
-	bkt, err := fileblob.OpenBucket(dir, &fileblob.Options{
-		// Temporary files sit beside their final path so that the rename
-		// is atomic even when os.TempDir is on another file system; List
-		// hides them (see isTempFile).
-		NoTempDir:   true,
-		DirFileMode: fileDirMode,
-		Metadata:    fileblob.MetadataDontWrite,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("blobstore: open %q: %w", shown, err)
-	}
+	// Objects are files beneath dir, reached through os.Root (filestore.go).
+	// Temporary files sit beside their final path so that the rename is
+	// atomic; List hides them.
 	shownURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String()
-	return &store{bucket: bkt, url: shownURL, kind: kindFile, dir: dir, limits: cfg.List}, nil
+	return &store{url: shownURL, kind: kindFile, dir: dir, limits: cfg.List}, nil
 }
 
 func openS3(ctx context.Context, u *url.URL, cfg *Config) (Store, error) {
@@ -337,8 +331,12 @@ func openS3(ctx context.Context, u *url.URL, cfg *Config) (Store, error) {
 	default:
 		return nil, fail("unexpected AWS HTTP client %T", c)
 	}
+	// An endpoint that never answers, or drips its answer, fails the
+	// request instead of holding it for ever.
+	tmo := cfg.S3.withDefaults()
+	transport.ResponseHeaderTimeout = tmo.ResponseHeaderTimeout
 	awsCfg.HTTPClient = &http.Client{
-		Transport: transport,
+		Transport: &slowReadTransport{next: transport, t: tmo},
 		// The SDK wants to see S3's redirects, not follow them.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

@@ -127,7 +127,7 @@ func (rr *resumingReader) resume(cause error) error {
 // is cancelled, nor when the object is gone, changed (If-Match failed) or
 // forbidden.
 func transient(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrSlowRead) {
 		return false
 	}
 	switch gcerrors.Code(err) {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,8 +21,8 @@ import (
 
 // ErrInvalidKey is returned for a key that no backend may store: empty, not
 // UTF-8, too long, with control characters, with an empty, "." or ".."
-// segment, with a leading or trailing "/", or with a suffix fileblob reserves
-// for its own files.
+// segment, with a leading or trailing "/", or with a suffix the file:// store
+// reserves for its own files.
 var ErrInvalidKey = errors.New("blobstore: invalid key")
 
 // maxKeyLen is S3's limit on key length, in bytes.
@@ -52,7 +50,7 @@ type store struct {
 
 var _ Store = (*store)(nil)
 
-// fileTempName matches the temporary files fileblob writes beside their
+// fileTempName matches the temporary files a file:// Put writes beside their
 // final path: "<name>.<hex nanoseconds>.tmp".
 var fileTempName = regexp.MustCompile(`\.[0-9a-f]+\.tmp$`)
 
@@ -99,8 +97,11 @@ func (s *store) Put(ctx context.Context, key string, r io.Reader) (err error) {
 	if err := checkKey(key); err != nil {
 		return err
 	}
+	if s.kind == kindFile {
+		return s.filePut(ctx, key, r)
+	}
 	// Cancelling the writer's context before Close is how gocloud aborts a
-	// write: fileblob drops its temporary file, s3blob its upload.
+	// write: s3blob aborts its upload.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opts := &blob.WriterOptions{
@@ -108,15 +109,6 @@ func (s *store) Put(ctx context.Context, key string, r io.Reader) (err error) {
 		ContentType:    "application/octet-stream",
 		BufferSize:     s3PartSize,
 		MaxConcurrency: s3UploadConcurrency,
-	}
-	if s.kind == kindFile {
-		opts.BeforeWrite = func(as func(any) bool) error {
-			var f *os.File
-			if as(&f) {
-				return f.Chmod(fileFileMode)
-			}
-			return nil
-		}
 	}
 	w, err := s.bucket.NewWriter(wctx, key, opts)
 	if err != nil {
@@ -140,6 +132,9 @@ func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
+	if s.kind == kindFile {
+		return s.fileOpen(key, Version{})
+	}
 	r, err := s.bucket.NewReader(ctx, key, nil)
 	if err != nil {
 		return nil, wrapErr("open", key, err)
@@ -155,23 +150,18 @@ func (s *store) Stat(ctx context.Context, key string) (Attributes, error) {
 	if err := checkKey(key); err != nil {
 		return Attributes{}, err
 	}
+	if s.kind == kindFile {
+		return s.fileStat(key)
+	}
 	a, err := s.bucket.Attributes(ctx, key)
 	if err != nil {
 		return Attributes{}, wrapErr("stat", key, err)
 	}
 	out := Attributes{Key: key, Size: a.Size, ModTime: a.ModTime}
-	switch s.kind {
-	case kindS3:
-		out.Version.ETag = a.ETag
-		var head s3.HeadObjectOutput
-		if a.As(&head) {
-			out.Version.VersionID = aws.ToString(head.VersionId)
-		}
-	case kindFile:
-		var fi os.FileInfo
-		if a.As(&fi) {
-			out.Version = fileVersion(fi)
-		}
+	out.Version.ETag = a.ETag
+	var head s3.HeadObjectOutput
+	if a.As(&head) {
+		out.Version.VersionID = aws.ToString(head.VersionId)
 	}
 	return out, nil
 }
@@ -190,21 +180,14 @@ func (s *store) OpenVersion(ctx context.Context, key string, v Version) (io.Read
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
+	if s.kind == kindFile {
+		return s.fileOpen(key, v)
+	}
 	opts := &blob.ReaderOptions{
 		BeforeRead: func(as func(any) bool) error {
 			var in *s3.GetObjectInput
-			if s.kind == kindS3 && v.ETag != "" && as(&in) {
+			if v.ETag != "" && as(&in) {
 				in.IfMatch = aws.String(v.ETag)
-			}
-			var f *os.File
-			if s.kind == kindFile && as(&f) {
-				fi, err := f.Stat()
-				if err != nil {
-					return err
-				}
-				if found := fileVersion(fi); !v.Matches(found) {
-					return mismatch(key, v, found)
-				}
 			}
 			return nil
 		},
@@ -223,9 +206,6 @@ func (s *store) OpenVersion(ctx context.Context, key string, v Version) (io.Read
 	}
 	if err != nil {
 		return nil, wrapErr("open", key, err)
-	}
-	if s.kind != kindS3 {
-		return r, nil
 	}
 	// Whatever the server made of If-Match, the object it sent must be
 	// the pinned one.
@@ -246,30 +226,12 @@ func (s *store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if s.kind == kindFile {
-		// fileblob would remove an empty directory named key, or fail on
-		// a full one; Attributes finds only files.
-		if _, err := s.bucket.Attributes(ctx, key); err != nil {
-			return wrapErr("delete", key, err)
-		}
+		return s.fileDelete(key)
 	}
 	if err := s.bucket.Delete(ctx, key); err != nil {
 		return wrapErr("delete", key, err)
 	}
-	if s.kind == kindFile {
-		s.removeEmptyParents(key)
-	}
 	return nil
-}
-
-// removeEmptyParents removes the folders of key that the delete left empty,
-// up to (not including) the store's root, as an object store leaves no
-// "folder" behind. A folder that is not empty stays (os.Remove refuses it).
-func (s *store) removeEmptyParents(key string) {
-	for d := filepath.Dir(filepath.FromSlash(key)); d != "." && d != string(filepath.Separator); d = filepath.Dir(d) {
-		if err := os.Remove(filepath.Join(s.dir, d)); err != nil {
-			return
-		}
-	}
 }
 
 // List returns the objects whose keys start with prefix, sorted by key.
@@ -278,6 +240,9 @@ func (s *store) List(ctx context.Context, prefix string) ([]Attributes, error) {
 	lim := s.limits.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
+	if s.kind == kindFile {
+		return s.fileList(ctx, prefix, lim)
+	}
 	pages := 0
 	it := s.bucket.List(&blob.ListOptions{Prefix: prefix, BeforeList: func(func(any) bool) error {
 		// Called before each request of the listing (s3://).
@@ -306,9 +271,6 @@ func (s *store) List(ctx context.Context, prefix string) ([]Attributes, error) {
 		}
 		if obj.IsDir {
 			continue
-		}
-		if s.kind == kindFile && fileTempName.MatchString(obj.Key) {
-			continue // A write in progress, or one a crash left behind.
 		}
 		if len(out) == lim.MaxKeys {
 			return nil, tooLong(fmt.Sprintf("more than %d keys", lim.MaxKeys))
@@ -355,7 +317,10 @@ func (s *store) URL() string { return s.url }
 
 // Close releases the bucket and, for s3://, its idle connections.
 func (s *store) Close() error {
-	err := s.bucket.Close()
+	var err error
+	if s.bucket != nil {
+		err = s.bucket.Close()
+	}
 	if s.closeTransport != nil {
 		s.closeTransport()
 	}

@@ -10,18 +10,21 @@ import (
 	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/velero"
 )
 
 // A backup's row says where its storage is (spec.storageLocation and
 // spec.storageKey), and a purge deletes there. Whoever can write the
 // catalog can write a row, so the row is never enough: the location must
 // be one Lethe is configured with, and the key the backup's own tarball in
-// Velero's layout. Otherwise nothing is read or deleted, the backup gets
+// Velero's layout, and its velero-backup.json (spec.velero.metadataKey)
+// the one beside it. Otherwise nothing is read or deleted, the backup gets
 // the StorageRefused condition, and the refusal is audited.
 
 // ErrStorageRefused means a backup's row names storage that is not its
-// own: a location Lethe is not configured with, or a key that is not
-// backups/<name>/<name>.tar.gz (or .tar.zst). Nothing was read or deleted.
+// own: a location Lethe is not configured with, a key that is not
+// backups/<name>/<name>.tar.gz (or .tar.zst), or a velero-backup.json key
+// that is not backups/<name>/velero-backup.json. Nothing was read or deleted.
 var ErrStorageRefused = errors.New("storage refused")
 
 // ConditionStorageRefused is True on a backup whose row names storage that
@@ -37,7 +40,7 @@ const AuditDeletionRefused = "deletion-refused"
 // errors.Is(err, ErrStorageRefused) holds.
 type StorageRefusedError struct {
 	Backup string
-	// Reason is UnknownLocation or ForeignStorageKey.
+	// Reason is UnknownLocation, ForeignStorageKey or ForeignMetadataKey.
 	Reason string
 	detail string
 }
@@ -59,6 +62,10 @@ func (d *Deleter) checkStorage(b *backup.Backup) error {
 	if !own {
 		return &StorageRefusedError{Backup: name, Reason: "ForeignStorageKey",
 			detail: "its storage key " + termtext.Quote(key) + " is not its own tarball (" + backup.StorageKeyExt(name, backup.ExtGzip) + " or " + backup.ExtZstd + ")"}
+	}
+	if v := b.Spec.Velero; v != nil && v.MetadataKey != "" && v.MetadataKey != velero.MetadataKey(name) {
+		return &StorageRefusedError{Backup: name, Reason: "ForeignMetadataKey",
+			detail: "its " + velero.MetadataFile + " key " + termtext.Quote(v.MetadataKey) + " is not its own (" + velero.MetadataKey(name) + ")"}
 	}
 	if !d.cfg.Locations.Known(b.Spec.StorageLocation) {
 		return &StorageRefusedError{Backup: name, Reason: "UnknownLocation",

@@ -83,7 +83,8 @@ func forgeCatalogs(t *testing.T, f func(t *testing.T, e *env, forge func(name st
 // security review: a backup row rewritten in the catalog (phase Deleting,
 // no finalizer, no items, no expected plugins) to name a storage location
 // Lethe is not configured with, a key outside the backup's folder, or
-// another backup's tarball, so that `lethe server` purges it. Nothing is
+// another backup's tarball, or (third review) a velero-backup.json key
+// that is not the backup's own, so that `lethe server` purges it. Nothing is
 // deleted: each row gets the StorageRefused condition and a
 // deletion-refused audit entry, and stays Deleting; a genuine deletion
 // beside them is purged by the same server.
@@ -97,7 +98,7 @@ func TestForgedStorageInABackupRowDeletesNothing(t *testing.T) {
 		planted := filepath.Join(victim, "backups", "unconfigured", "unconfigured.tar.gz")
 		require.NoError(t, os.MkdirAll(filepath.Dir(planted), 0o750))
 		require.NoError(t, os.WriteFile(planted, []byte("keep me"), 0o600))
-		for _, n := range []string{"outside", "unconfigured", "foreign-key", "other-tarball", "other", "genuine"} {
+		for _, n := range []string{"outside", "unconfigured", "foreign-key", "other-tarball", "other", "foreign-metadata", "genuine"} {
 			e.create(n, 3)
 		}
 		inStorage := filepath.Join(e.storageDir(), "keep", "important")
@@ -124,9 +125,15 @@ func TestForgedStorageInABackupRowDeletesNothing(t *testing.T) {
 		forge("unconfigured", deleting("file://"+victim, "backups/unconfigured/unconfigured.tar.gz"))
 		forge("foreign-key", deleting("", "keep/important"))
 		forge("other-tarball", deleting("", "backups/other/other.tar.gz"))
+		// Its own tarball, but a velero-backup.json key elsewhere: Velero
+		// plugins would get that file as the Backup.
+		forge("foreign-metadata", func(doc map[string]any) {
+			deleting("", "backups/foreign-metadata/foreign-metadata.tar.gz")(doc)
+			doc["spec"].(map[string]any)["velero"] = map[string]any{"metadataKey": "keep/important", "phase": "Completed"}
+		})
 
 		p := e.startLong(3*time.Minute, "server", "--no-plugins", "--sync-interval", "0", "--metrics-addr", freePort(t))
-		forged := []string{"outside", "unconfigured", "foreign-key", "other-tarball"}
+		forged := []string{"outside", "unconfigured", "foreign-key", "other-tarball", "foreign-metadata"}
 		eventually(t, p, 60*time.Second, "every forged row is refused, and the genuine deletion purged", func() bool {
 			for _, n := range forged {
 				if !strings.HasPrefix(e.conditions(n)["StorageRefused"], "True ") {
@@ -144,6 +151,8 @@ func TestForgedStorageInABackupRowDeletesNothing(t *testing.T) {
 		require.FileExists(t, inStorage, "a key outside the backup's folder")
 		require.FileExists(t, e.tarballPath("other"), "another backup's tarball")
 		require.Equal(t, "Active", e.get("other").Phase)
+		require.FileExists(t, e.tarballPath("foreign-metadata"), "a backup whose velero-backup.json key is not its own")
+		require.Contains(t, e.conditions("foreign-metadata")["StorageRefused"], `its velero-backup.json key keep/important is not its own (backups/foreign-metadata/velero-backup.json)`)
 		require.Contains(t, e.conditions("outside")["StorageRefused"], "refusing to read or delete anything for it")
 		require.Contains(t, e.conditions("unconfigured")["StorageRefused"], "its storage location file://"+victim+" is not one Lethe is configured with")
 		require.Contains(t, e.conditions("foreign-key")["StorageRefused"], `its storage key keep/important is not its own tarball`)

@@ -245,6 +245,10 @@ func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, op
 	// The identity recorded is the one of the object scanned: the read is
 	// pinned to what Stat reported.
 	a, err := g.cfg.Blobs.Stat(ctx, key)
+	if errors.Is(err, blobstore.ErrNotRegular) {
+		res.Action, res.Reason = SyncRejected, err.Error()
+		return nil
+	}
 	if err != nil {
 		return err
 	}
