@@ -19,9 +19,11 @@
 // cycle check of the plan), write.go (the transaction and adoption),
 // prune.go (bundle members that left their bundle). An apply of tens of
 // thousands of resources holds, per resource, what the plan needs and no
-// more: stored resources are compared with their documents as they are
-// read and kept small (stored), a planned document is let go (origin),
-// and the write hands the catalog one resource at a time.
+// more: the documents are planned a chunk at a time (a document naming
+// an owner or target not planned yet is held back to the end), stored
+// resources are compared with their documents as they are read and kept
+// small (stored), a planned document is let go (origin), a dry run keeps
+// only edges, and the write hands the catalog one resource at a time.
 //
 // The sync filter: a resource that is Scheduled or Deleting is never
 // re-created or changed by apply, except a Scheduled member adopted by its
@@ -194,8 +196,10 @@ type Options struct {
 	// TakeDocuments lets the engine move each document's labels,
 	// annotations, finalizers, spec and status into the resource it plans
 	// instead of copying them (manifest.Document.TakeResource): the
-	// caller does not use the documents again. An apply of an 8 MiB file
-	// holds one copy instead of two.
+	// caller does not use the documents again, and Apply clears docs'
+	// entries as it goes, so that each document is let go once planned.
+	// An apply of an 8 MiB file holds one copy instead of two, and not
+	// all of the input at once.
 	TakeDocuments bool
 }
 

@@ -27,9 +27,10 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 	nodes := map[string]*node{}
 	uidOf := func(k catalog.Key, want string) (string, error) {
 		if it, ok := p.byKey[k]; ok {
+			if uid, _, _, ok := it.planned(); ok {
+				return uid, nil
+			}
 			switch {
-			case it.desired != nil:
-				return it.desired.UID, nil
 			case it.cur != nil:
 				return it.cur.UID, nil
 			}
@@ -72,10 +73,11 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		var n *node
 		var uid string
 		var err error
+		puid, owners, refs, planned := it.planned()
 		switch {
-		case it.desired != nil:
-			uid = it.desired.UID
-			n, err = mk(it.key(), it.desired.Owners, it.desired.References)
+		case planned:
+			uid = puid
+			n, err = mk(it.key(), owners, refs)
 		case it.cur != nil:
 			uid = it.cur.UID
 			n, err = mk(it.key(), it.cur.Owners, it.cur.References)
@@ -84,6 +86,9 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		}
 		if err != nil {
 			return err
+		}
+		if len(n.ups) == 0 {
+			n = nil // no edge to follow; most of a large apply
 		}
 		nodes[uid] = n
 	}
@@ -104,10 +109,10 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		return n, err
 	}
 	for _, it := range p.items {
-		if it.desired == nil {
-			continue
+		start, _, _, planned := it.planned()
+		if !planned || nodes[start] == nil {
+			continue // no edge up from it: on no cycle
 		}
-		start := it.desired.UID
 		// reached[u] is the edge u → child by which the walk reached u.
 		type hop struct{ child, via string }
 		reached := map[string]hop{}

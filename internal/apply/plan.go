@@ -25,7 +25,9 @@ type item struct {
 	member  string // member name
 	cur     *stored
 	desired *catalog.Resource
-	change  *Change
+	// edges stand for desired in a dry run, once the item is planned.
+	edges  *edges
+	change *Change
 	// deps are the planned items this one's owners are.
 	deps []*item
 	// skipped by the sync filter: nothing is written for it (nor, for a
@@ -66,83 +68,78 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 		}
 		p.byKey[k] = it
 		p.items = append(p.items, it)
+		it.change = &Change{Kind: it.doc.Kind, Namespace: it.doc.Metadata.Namespace, Name: it.doc.Metadata.Name,
+			Source: fmt.Sprintf("%s#%d", it.doc.Source, it.doc.Index), Member: it.member}
+		if it.bundle != nil {
+			it.change.Bundle = it.bundle.key().String()
+		}
 		return nil
 	}
-	var bundles []*item
-	for _, d := range docs {
-		if why := reservedKind(d.Kind); why != "" {
-			return nil, refuse(d.Errorf("kind", "%s", why))
-		}
-		it := &item{doc: d}
-		if err := add(it); err != nil {
-			return nil, err
-		}
-		if d.Kind != manifest.KindBundle {
-			continue
-		}
-		b, err := manifest.ParseBundle(d)
-		if err != nil {
-			return nil, refuse(err)
-		}
-		bundles = append(bundles, it)
-		for _, m := range b.Members {
-			if why := reservedKind(m.Doc.Kind); why != "" {
-				return nil, refuse(m.Doc.Errorf("kind", "%s", why))
+	// The documents are planned a chunk at a time, as they come: each
+	// chunk's stored resources are read with a few queries (GetMany), each
+	// compared with its document at once and kept slim (sameBody), and
+	// each document planned and let go, so that neither the stored labels,
+	// spec and status nor the documents of tens of thousands of resources
+	// are all held. A document is held back to the end only when it names
+	// an owner or a target that is not planned yet (later in the input, or
+	// only in the catalog): planned then, it is planned as if in order.
+	var bundles, held []*item
+	members := 0
+	for start := 0; start < len(docs); start += readChunk {
+		first := len(p.items)
+		for i := start; i < min(start+readChunk, len(docs)); i++ {
+			d := docs[i]
+			if why := reservedKind(d.Kind); why != "" {
+				return nil, refuse(d.Errorf("kind", "%s", why))
 			}
-			if err := add(&item{doc: m.Doc, bundle: it, member: m.Name}); err != nil {
+			it := &item{doc: d}
+			if err := add(it); err != nil {
 				return nil, err
 			}
+			if p.take {
+				docs[i] = nil // the item holds it until it is planned
+			}
+			if d.Kind != manifest.KindBundle {
+				continue
+			}
+			b, err := manifest.ParseBundle(d)
+			if err != nil {
+				return nil, refuse(err)
+			}
+			bundles = append(bundles, it)
+			for _, m := range b.Members {
+				if why := reservedKind(m.Doc.Kind); why != "" {
+					return nil, refuse(m.Doc.Errorf("kind", "%s", why))
+				}
+				if err := add(&item{doc: m.Doc, bundle: it, member: m.Name}); err != nil {
+					return nil, err
+				}
+				members++
+			}
 		}
-	}
-	// Read what exists: a few queries per chunk (GetMany), not one per
-	// document. Each stored resource is compared with its document at
-	// once and kept slim (sameBody), so that the stored labels, spec and
-	// status of tens of thousands of resources are never all held.
-	for start := 0; start < len(p.items); start += readChunk {
 		if opts.Progress != nil {
-			opts.Progress(start, len(p.items))
+			opts.Progress(first, len(docs)+members)
 		}
-		chunk := p.items[start:min(start+readChunk, len(p.items))]
-		keys := make([]catalog.Key, len(chunk))
-		for i, it := range chunk {
-			keys[i] = it.doc.Key()
-		}
-		curs, err := e.st.GetMany(ctx, keys)
-		if err != nil {
+		chunk := p.items[first:]
+		if err := e.read(ctx, chunk); err != nil {
 			return nil, err
 		}
-		for i, it := range chunk {
-			if cur := curs[i]; cur != nil {
-				it.sameBody = sameBody(cur, it.doc)
-				// An update keeps the stored status and conditions.
-				it.cur = &stored{UID: cur.UID, Phase: cur.Phase, ResourceVersion: cur.ResourceVersion, DeletionDueAt: cur.DeletionDueAt,
-					Owners: cur.Owners, References: cur.References, Status: cur.Status, Conditions: cur.Conditions}
+		for _, it := range chunk {
+			if !p.ready(it) {
+				held = append(held, it)
+				continue
+			}
+			if err := e.planOne(ctx, p, it); err != nil {
+				return nil, err
 			}
 		}
 	}
 	if opts.Progress != nil {
 		opts.Progress(len(p.items), len(p.items))
 	}
-	for _, it := range p.items {
-		it.change = &Change{Kind: it.doc.Kind, Namespace: it.doc.Metadata.Namespace, Name: it.doc.Metadata.Name,
-			Source: fmt.Sprintf("%s#%d", it.doc.Source, it.doc.Index), Member: it.member}
-		if it.bundle != nil {
-			it.change.Bundle = it.bundle.key().String()
-		}
-	}
-	for _, it := range p.items {
-		if err := e.planItem(ctx, p, it); err != nil {
+	for _, it := range held {
+		if err := e.planOne(ctx, p, it); err != nil {
 			return nil, err
-		}
-		if it.cur != nil {
-			it.cur.Status, it.cur.Conditions = nil, nil
-		}
-		it.done() // its document is not held to the end
-		if p.dry {
-			// Nothing is written: the cycle check needs only the edges.
-			it.desired = slim(it.desired)
-		} else {
-			it.fold()
 		}
 	}
 	if err := e.checkCycles(ctx, p); err != nil {
@@ -154,6 +151,69 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 		}
 	}
 	return p, nil
+}
+
+// read reads the stored resources of items (a few queries, not one per
+// item), compares each with its document and keeps it slim.
+func (e *Engine) read(ctx context.Context, items []*item) error {
+	keys := make([]catalog.Key, len(items))
+	for i, it := range items {
+		keys[i] = it.doc.Key()
+	}
+	curs, err := e.st.GetMany(ctx, keys)
+	if err != nil {
+		return err
+	}
+	for i, it := range items {
+		if cur := curs[i]; cur != nil {
+			it.sameBody = sameBody(cur, it.doc)
+			// An update keeps the stored status and conditions.
+			it.cur = &stored{UID: cur.UID, Phase: cur.Phase, ResourceVersion: cur.ResourceVersion, DeletionDueAt: cur.DeletionDueAt,
+				Owners: cur.Owners, References: cur.References, Status: cur.Status, Conditions: cur.Conditions}
+		}
+	}
+	return nil
+}
+
+// ready reports whether it can be planned now as it would be in input
+// order: its bundle is planned, and every owner and target it names is
+// in the plan already (an owner planned too).
+func (p *plan) ready(it *item) bool {
+	if it.bundle != nil && it.bundle.doc != nil {
+		return false
+	}
+	d := it.doc
+	for _, o := range d.Metadata.OwnerReferences {
+		// resolveOwner looks in the namespace first.
+		t, ok := p.byKey[catalog.Key{Kind: o.Kind, Namespace: d.Metadata.Namespace, Name: o.Name}]
+		if !ok || t.doc != nil {
+			return false
+		}
+	}
+	for _, r := range d.References {
+		if _, ok := p.byKey[catalog.Key{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}]; !ok && r.OnTargetDelete != catalog.RefAllowDangling {
+			return false
+		}
+	}
+	return true
+}
+
+// planOne plans it and lets its document go.
+func (e *Engine) planOne(ctx context.Context, p *plan, it *item) error {
+	if err := e.planItem(ctx, p, it); err != nil {
+		return err
+	}
+	if it.cur != nil {
+		it.cur.Status, it.cur.Conditions = nil, nil
+	}
+	it.done() // its document is not held to the end
+	if p.dry {
+		// Nothing is written: the cycle check needs only the edges.
+		it.edges, it.desired = edgesOf(it.desired), nil
+	} else {
+		it.fold()
+	}
+	return nil
 }
 
 func (it *item) where() string { return it.document().Where() }
@@ -208,16 +268,40 @@ type stored struct {
 	Conditions      []catalog.Condition
 }
 
-// slim is what a dry run keeps of a planned resource: its identity and
-// edges, for the cycle check (nothing is written, so its labels,
-// annotations, spec and status are let go).
-func slim(r *catalog.Resource) *catalog.Resource {
-	if r == nil {
+// edges is what a dry run keeps of a planned resource: its owners and
+// references, for the cycle check (its uid is its change's). Nothing is
+// written, so its labels, annotations, spec and status are let go; a
+// catalog.Resource, even empty, is about 400 bytes, and a dry run plans
+// tens of thousands.
+type edges struct {
+	owners []catalog.OwnerRef
+	refs   []catalog.Reference
+}
+
+// noEdges is the edges of every planned resource without owners or
+// references (most of a large apply): one value, not one each.
+var noEdges = &edges{}
+
+func edgesOf(r *catalog.Resource) *edges {
+	switch {
+	case r == nil:
 		return nil
+	case len(r.Owners) == 0 && len(r.References) == 0:
+		return noEdges
 	}
-	return &catalog.Resource{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID,
-		Owners: r.Owners, References: r.References, Phase: r.Phase, DeletionDueAt: r.DeletionDueAt,
-		ResourceVersion: r.ResourceVersion}
+	return &edges{owners: r.Owners, refs: r.References}
+}
+
+// planned is the planned resource's uid and edges; ok is false when
+// nothing is written for the item (unchanged or skipped).
+func (it *item) planned() (uid string, owners []catalog.OwnerRef, refs []catalog.Reference, ok bool) {
+	switch {
+	case it.desired != nil:
+		return it.desired.UID, it.desired.Owners, it.desired.References, true
+	case it.edges != nil:
+		return it.change.UID, it.edges.owners, it.edges.refs, true
+	}
+	return "", nil, nil, false
 }
 
 // bundleOwner returns the Bundle owner ref among owners, if any.
