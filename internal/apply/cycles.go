@@ -25,7 +25,10 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		ups []up
 	}
 	nodes := map[string]*node{}
-	uidOf := func(k catalog.Key, want string) (string, error) {
+	// uidOf follows a reference by its target's key, as the catalog's
+	// check in the write does (its reference edges name no uid): a
+	// reference whose uid is not its target's still holds it.
+	uidOf := func(k catalog.Key) (string, error) {
 		if it, ok := p.byKey[k]; ok {
 			switch {
 			case it.desired != nil:
@@ -39,7 +42,7 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		if errors.Is(err, catalog.ErrNotFound) {
 			return "", nil
 		}
-		if err != nil || (want != "" && want != r.UID) {
+		if err != nil {
 			return "", err
 		}
 		return r.UID, nil
@@ -58,7 +61,7 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 			default:
 				continue
 			}
-			uid, err := uidOf(catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}, ref.UID)
+			uid, err := uidOf(catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name})
 			if err != nil {
 				return nil, err
 			}

@@ -1,0 +1,95 @@
+package apply_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/apply"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/catalogtest"
+)
+
+// The rules below were found by the mutation sweep of internal/apply
+// (docs/mutation-sweep.md): each test kills a mutant that lived.
+
+// TestDryRunPruneDueTimeIsTheEnginesClockPlusTheDelay: a dry run reports
+// a pruned member with a deletion delay as Scheduled, due at the engine's
+// clock plus its delay: the moment the apply itself sets.
+func TestDryRunPruneDueTimeIsTheEnginesClockPlusTheDelay(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		_, err := e.Apply(ctx, docs(t, bundle("shop", "{v: 1}", "web+delay", "db")), apply.Options{})
+		require.NoError(t, err)
+		pruned := bundle("shop", "{v: 1}", "db")
+		dry, err := e.Apply(ctx, docs(t, pruned), apply.Options{DryRun: true})
+		require.NoError(t, err)
+		got := byName(dry)["web"]
+		require.NotNil(t, got, dry.Summary())
+		require.Equal(t, apply.Scheduled, got.Action, got.Reason)
+		require.NotNil(t, got.DueAt)
+		assert.Equal(t, clock.Now().Add(time.Hour).UTC(), got.DueAt.UTC())
+
+		res, err := e.Apply(ctx, docs(t, pruned), apply.Options{})
+		require.NoError(t, err)
+		require.NotNil(t, byName(res)["web"].DueAt)
+		assert.Equal(t, got.DueAt.UTC(), byName(res)["web"].DueAt.UTC(), "the dry run's due time is the apply's")
+	})
+}
+
+// TestCycleThroughAStoredReferenceWithItsTargetsUIDIsRefusedInADryRun: a
+// stored resource's block reference that names its target's uid (a target
+// that is not in the apply) is an edge of the cycle check: an apply that
+// closes a cycle through it is refused before anything is written, dry run
+// included.
+func TestCycleThroughAStoredReferenceWithItsTargetsUIDIsRefusedInADryRun(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		// x owns z; y holds z by a block reference that names z's uid.
+		// Neither y nor z is in the apply: the check reads them.
+		x, err := st.Create(ctx, &catalog.Resource{Kind: "Node", Name: "x"})
+		require.NoError(t, err)
+		z, err := st.Create(ctx, &catalog.Resource{Kind: "Node", Name: "z", Owners: []catalog.OwnerRef{{UID: x.UID, Kind: "Node", Name: "x"}}})
+		require.NoError(t, err)
+		_, err = st.Create(ctx, &catalog.Resource{Kind: "Node", Name: "y", References: []catalog.Reference{
+			{Kind: "Node", Name: "z", UID: z.UID, OnTargetDelete: catalog.RefBlock}}})
+		require.NoError(t, err)
+		v := version(t, st)
+		closing := "kind: Node\nmetadata: {name: x, ownerReferences: [{kind: Node, name: y}]}"
+		for _, dry := range []bool{true, false} {
+			_, err = e.Apply(ctx, docs(t, closing), apply.Options{DryRun: dry})
+			require.ErrorIs(t, err, catalog.ErrCycle, "dry run %v", dry)
+			var re *apply.RefusedError
+			require.ErrorAs(t, err, &re)
+			assert.Contains(t, err.Error(), "none of them could ever be purged", "dry run %v: refused by the plan, not the write", dry)
+		}
+		assert.Equal(t, v, version(t, st))
+	})
+}
+
+// TestDryRunRefusesACycleThroughAStaleUIDReferenceAsTheWriteDoes: a stored
+// reference whose uid is no longer its target's still holds the target by
+// its key, in the catalog's cycle check inside the write; the plan's check
+// follows it the same way, so the dry run refuses what the apply would.
+func TestDryRunRefusesACycleThroughAStaleUIDReferenceAsTheWriteDoes(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		x, err := st.Create(ctx, &catalog.Resource{Kind: "Node", Name: "x"})
+		require.NoError(t, err)
+		_, err = st.Create(ctx, &catalog.Resource{Kind: "Node", Name: "z", Owners: []catalog.OwnerRef{{UID: x.UID, Kind: "Node", Name: "x"}}})
+		require.NoError(t, err)
+		_, err = st.Create(ctx, &catalog.Resource{Kind: "Node", Name: "y", References: []catalog.Reference{
+			{Kind: "Node", Name: "z", UID: "0190aaaa-0000-7000-8000-000000000000", OnTargetDelete: catalog.RefBlock}}})
+		require.NoError(t, err)
+		v := version(t, st)
+		closing := "kind: Node\nmetadata: {name: x, ownerReferences: [{kind: Node, name: y}]}"
+		for _, dry := range []bool{true, false} {
+			_, err = e.Apply(ctx, docs(t, closing), apply.Options{DryRun: dry})
+			require.ErrorIs(t, err, catalog.ErrCycle, "dry run %v", dry)
+			assert.Contains(t, err.Error(), "Node/y holds a block reference to Node/z", "dry run %v", dry)
+		}
+		assert.Equal(t, v, version(t, st))
+	})
+}
