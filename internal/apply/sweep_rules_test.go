@@ -93,3 +93,24 @@ func TestDryRunRefusesACycleThroughAStaleUIDReferenceAsTheWriteDoes(t *testing.T
 		assert.Equal(t, v, version(t, st))
 	})
 }
+
+// TestEveryOwnerIsWalkedInTheCycleCheck: the cycle check walks up through
+// every owner of every resource it reaches, not only the first: x owned
+// by a (no owners) and by b, which x owns, is a cycle, refused in the dry
+// run as in the apply.
+func TestEveryOwnerIsWalkedInTheCycleCheck(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		_, err := e.Apply(ctx, docs(t, "kind: Node\nmetadata: {name: a}\n---\nkind: Node\nmetadata: {name: x}\n---\n"+
+			"kind: Node\nmetadata: {name: b, ownerReferences: [{kind: Node, name: x}]}"), apply.Options{})
+		require.NoError(t, err)
+		v := version(t, st)
+		closing := "kind: Node\nmetadata: {name: x, ownerReferences: [{kind: Node, name: a}, {kind: Node, name: b}]}"
+		for _, dry := range []bool{true, false} {
+			_, err = e.Apply(ctx, docs(t, closing), apply.Options{DryRun: dry})
+			require.ErrorIs(t, err, catalog.ErrCycle, "dry run %v", dry)
+			assert.Contains(t, err.Error(), "Node/b owns Node/x", "dry run %v", dry)
+		}
+		assert.Equal(t, v, version(t, st))
+	})
+}
