@@ -114,3 +114,26 @@ func TestEveryOwnerIsWalkedInTheCycleCheck(t *testing.T) {
 		assert.Equal(t, v, version(t, st))
 	})
 }
+
+// TestABundleNeverTakesAnotherBundlesMember: a resource that one bundle
+// owns is refused as a member of another, also when that other bundle
+// exists already, and the apply changes nothing.
+func TestABundleNeverTakesAnotherBundlesMember(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		_, err := e.Apply(ctx, docs(t, bundle("other", "{v: 1}", "taken")+"---\n"+bundle("shop", "{v: 1}", "web")), apply.Options{})
+		require.NoError(t, err)
+		other := get(t, st, "Bundle", "", "other")
+		v := version(t, st)
+		for _, dry := range []bool{true, false} {
+			_, err = e.Apply(ctx, docs(t, bundle("shop", "{v: 1}", "web", "taken")), apply.Options{DryRun: dry})
+			require.ErrorContains(t, err, "Service/shop/taken already belongs to Bundle/other", "dry run %v", dry)
+			var re *apply.RefusedError
+			require.ErrorAs(t, err, &re)
+		}
+		assert.Equal(t, v, version(t, st))
+		taken := get(t, st, "Service", "shop", "taken")
+		require.Len(t, taken.Owners, 1)
+		assert.Equal(t, other.UID, taken.Owners[0].UID)
+	})
+}
