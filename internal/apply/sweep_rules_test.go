@@ -137,3 +137,27 @@ func TestABundleNeverTakesAnotherBundlesMember(t *testing.T) {
 		assert.Equal(t, other.UID, taken.Owners[0].UID)
 	})
 }
+
+// TestANewMemberOfABundlePendingDeletionOwnsNothingWhereverItsOwnerIsListed:
+// the sync filter for a bundle that is Scheduled: its new members are not
+// created, so a resource owned by one is refused, whether it is listed
+// after the bundle or before it, and nothing is written.
+func TestANewMemberOfABundlePendingDeletionOwnsNothingWhereverItsOwnerIsListed(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		_, err := e.Apply(ctx, docs(t, bundle("shop", "{v: 1}", "db")), apply.Options{})
+		require.NoError(t, err)
+		_, err = st.Schedule(ctx, catalog.Key{Kind: "Bundle", Name: "shop"}, catalog.ScheduleOptions{Delay: time.Hour})
+		require.NoError(t, err)
+		v := version(t, st)
+		owned := "kind: Volume\nmetadata: {name: disk, namespace: shop, ownerReferences: [{kind: Service, name: web}]}\n"
+		shop := bundle("shop", "{v: 1}", "db", "web")
+		for name, text := range map[string]string{"after": shop + "---\n" + owned, "before": owned + "---\n" + shop} {
+			for _, dry := range []bool{true, false} {
+				_, err = e.Apply(ctx, docs(t, text), apply.Options{DryRun: dry})
+				require.ErrorContains(t, err, "owner Service/shop/web is not being applied: its bundle is pending deletion", "%s, dry run %v", name, dry)
+			}
+		}
+		assert.Equal(t, v, version(t, st))
+	})
+}
