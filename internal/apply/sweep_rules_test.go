@@ -161,3 +161,18 @@ func TestANewMemberOfABundlePendingDeletionOwnsNothingWhereverItsOwnerIsListed(t
 		assert.Equal(t, v, version(t, st))
 	})
 }
+
+// TestAMissingOwnerOfAClusterScopedResourceIsRefusedInOneLine: an owner
+// that exists neither in the catalog nor in the apply refuses the apply,
+// for a cluster-scoped dependent too (one key to look in), and nothing is
+// written.
+func TestAMissingOwnerOfAClusterScopedResourceIsRefusedInOneLine(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		v := version(t, st)
+		_, err := e.Apply(ctx, docs(t, "kind: Node\nmetadata: {name: n, ownerReferences: [{kind: Node, name: ghost}]}"), apply.Options{})
+		require.ErrorContains(t, err, "metadata.ownerReferences[0]: owner Node/ghost does not exist (in the catalog or in this apply)")
+		assert.NotContains(t, err.Error(), " or Node/")
+		assert.Equal(t, v, version(t, st))
+	})
+}
