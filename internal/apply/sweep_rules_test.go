@@ -176,3 +176,29 @@ func TestAMissingOwnerOfAClusterScopedResourceIsRefusedInOneLine(t *testing.T) {
 		assert.Equal(t, v, version(t, st))
 	})
 }
+
+// TestAnAdoptedMemberTakesItsNewLabels: a Scheduled member back in its
+// bundle's spec is adopted with the bundle's desired state, also when only
+// its labels changed.
+func TestAnAdoptedMemberTakesItsNewLabels(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		withWeb := func(v string) string {
+			return "kind: Bundle\nmetadata: {name: shop}\nspec:\n  resources:\n" +
+				"  - name: db\n    object: {kind: Service, metadata: {namespace: shop}, spec: {v: 1}}\n" +
+				"  - name: web\n    object: {kind: Service, metadata: {namespace: shop, labels: {tier: " + v + "}, annotations: {lethe.io/deletion-delay: 1h}}, spec: {v: 1}}\n"
+		}
+		_, err := e.Apply(ctx, docs(t, withWeb("old")), apply.Options{})
+		require.NoError(t, err)
+		_, err = e.Apply(ctx, docs(t, bundle("shop", "{v: 1}", "db")), apply.Options{})
+		require.NoError(t, err)
+		require.Equal(t, catalog.PhaseScheduled, get(t, st, "Service", "shop", "web").Phase)
+
+		res, err := e.Apply(ctx, docs(t, withWeb("new")), apply.Options{})
+		require.NoError(t, err)
+		require.Equal(t, apply.Adopted, byName(res)["web"].Action, byName(res)["web"].Reason)
+		web := get(t, st, "Service", "shop", "web")
+		assert.Equal(t, catalog.PhaseActive, web.Phase)
+		assert.Equal(t, map[string]string{"tier": "new"}, web.Labels)
+	})
+}
