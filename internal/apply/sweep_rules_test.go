@@ -202,3 +202,28 @@ func TestAnAdoptedMemberTakesItsNewLabels(t *testing.T) {
 		assert.Equal(t, map[string]string{"tier": "new"}, web.Labels)
 	})
 }
+
+// TestAManifestStatusIsAppliedAndAStoredStatusKept: a changed status in
+// the manifest is an update; a manifest without a status keeps the stored
+// one and, applied again, changes nothing.
+func TestAManifestStatusIsAppliedAndAStoredStatusKept(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		with := func(status string) string {
+			return "kind: Database\nmetadata: {name: orders, namespace: prod}\nspec: {engine: postgres}\n" + status
+		}
+		_, err := e.Apply(ctx, docs(t, with("status: {ready: false}")), apply.Options{})
+		require.NoError(t, err)
+		res, err := e.Apply(ctx, docs(t, with("status: {ready: true}")), apply.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, apply.Updated, actions(res)["Database/prod/orders"])
+		assert.JSONEq(t, `{"ready":true}`, string(get(t, st, "Database", "prod", "orders").Status))
+
+		v := version(t, st)
+		res, err = e.Apply(ctx, docs(t, with("")), apply.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, apply.Unchanged, actions(res)["Database/prod/orders"])
+		assert.Equal(t, v, version(t, st))
+		assert.JSONEq(t, `{"ready":true}`, string(get(t, st, "Database", "prod", "orders").Status))
+	})
+}
