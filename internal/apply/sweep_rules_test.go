@@ -227,3 +227,20 @@ func TestAManifestStatusIsAppliedAndAStoredStatusKept(t *testing.T) {
 		assert.JSONEq(t, `{"ready":true}`, string(get(t, st, "Database", "prod", "orders").Status))
 	})
 }
+
+// TestTheSameJSONWrittenDifferentlyIsUnchanged: a spec is compared as
+// JSON, not as bytes: a stored spec with other spacing and key order than
+// the manifest's is unchanged, and the apply writes nothing.
+func TestTheSameJSONWrittenDifferentlyIsUnchanged(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		_, err := st.Create(ctx, &catalog.Resource{Kind: "Database", Namespace: "prod", Name: "orders",
+			Spec: []byte(`{ "size": 10,  "engine": "postgres" }`)})
+		require.NoError(t, err)
+		v := version(t, st)
+		res, err := e.Apply(ctx, docs(t, "kind: Database\nmetadata: {name: orders, namespace: prod}\nspec: {engine: postgres, size: 10}"), apply.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, apply.Unchanged, actions(res)["Database/prod/orders"])
+		assert.Equal(t, v, version(t, st))
+	})
+}
