@@ -244,3 +244,20 @@ func TestTheSameJSONWrittenDifferentlyIsUnchanged(t *testing.T) {
 		assert.Equal(t, v, version(t, st))
 	})
 }
+
+// TestABundleMemberMayHaveOtherOwners: a bundle member may name owners of
+// its own besides its bundle (only a Bundle owner is refused); it is
+// created with both edges.
+func TestABundleMemberMayHaveOtherOwners(t *testing.T) {
+	backends(t, func(t *testing.T, st catalog.Store, clock *catalogtest.Clock) {
+		e := newEngine(t, st, clock)
+		team, err := st.Create(ctx, &catalog.Resource{Kind: "Team", Name: "payments"})
+		require.NoError(t, err)
+		_, err = e.Apply(ctx, docs(t, "kind: Bundle\nmetadata: {name: shop}\nspec:\n  resources:\n"+
+			"  - {name: web, object: {kind: Service, metadata: {namespace: shop, ownerReferences: [{kind: Team, name: payments}]}}}\n"), apply.Options{})
+		require.NoError(t, err)
+		web := get(t, st, "Service", "shop", "web")
+		require.Len(t, web.Owners, 2)
+		assert.Equal(t, team.UID, web.Owners[1].UID)
+	})
+}
