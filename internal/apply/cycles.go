@@ -25,7 +25,10 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		ups []up
 	}
 	nodes := map[string]*node{}
-	uidOf := func(k catalog.Key, want string) (string, error) {
+	// uidOf follows a reference by its target's key, as the catalog's
+	// check in the write does (its reference edges name no uid): a
+	// reference whose uid is not its target's still holds it.
+	uidOf := func(k catalog.Key) (string, error) {
 		if it, ok := p.byKey[k]; ok {
 			if uid, _, _, ok := it.planned(); ok {
 				return uid, nil
@@ -40,7 +43,7 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		if errors.Is(err, catalog.ErrNotFound) {
 			return "", nil
 		}
-		if err != nil || (want != "" && want != r.UID) {
+		if err != nil {
 			return "", err
 		}
 		return r.UID, nil
@@ -59,7 +62,7 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 			default:
 				continue
 			}
-			uid, err := uidOf(catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}, ref.UID)
+			uid, err := uidOf(catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name})
 			if err != nil {
 				return nil, err
 			}

@@ -482,7 +482,9 @@ func (e *Engine) resolveOwner(ctx context.Context, p *plan, d *manifest.Document
 				}
 				ref.UID = it.cur.UID
 			} else {
-				if it.skipped || it.bundle != nil && it.bundle.skipped {
+				// Read from the stored phases, not from skipped: the owner
+				// may be listed after the dependent, and planned after it.
+				if it.bundle != nil && it.bundle.cur != nil && it.bundle.cur.Phase != catalog.PhaseActive {
 					return ref, nil, fmt.Errorf("owner %s is not being applied: its bundle is pending deletion", k)
 				}
 				ref.UID = it.newUID()
