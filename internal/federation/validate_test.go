@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lethehq/lethe/internal/catalog"
@@ -26,8 +27,10 @@ func goodRequest() *federationv1.RegisterBackReferenceRequest {
 }
 
 var badRequests = map[string]func(r *federationv1.RegisterBackReferenceRequest){
+	// Every known field is bounded on its own: only fields this version
+	// does not know can make a message large.
 	"oversized": func(r *federationv1.RegisterBackReferenceRequest) {
-		r.Referrer.Name = strings.Repeat("a", federation.MaxMessageBytes)
+		r.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, 99, protowire.BytesType), make([]byte, federation.MaxMessageBytes)))
 	},
 	"no from_peer":             func(r *federationv1.RegisterBackReferenceRequest) { r.FromPeer = "" },
 	"peer not a DNS name":      func(r *federationv1.RegisterBackReferenceRequest) { r.FromPeer = "US_EAST" },
