@@ -86,7 +86,9 @@ func serve(t *testing.T, n *node, lis net.Listener) {
 	go func() { done <- federation.NewServer(n.cfg, n.store).Serve(ctx, lis) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("PeerService of %s: %v", n.cfg.Name, err)
+		}
 	})
 }
 
