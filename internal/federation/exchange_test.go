@@ -3,11 +3,13 @@ package federation_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/federation"
 )
 
 func TestReferenceToAPeerStoresAStubThereThroughIntentAndAcknowledgement(t *testing.T) {
@@ -104,4 +106,21 @@ func TestReferenceToAMissingTargetIsRefusedWithTheReason(t *testing.T) {
 		assert.Contains(t, e.Reason, "not found")
 		assert.Empty(t, w.stubs(t))
 	})
+}
+
+func TestDispatcherRunDeliversWhatIsQueuedWhileItRuns(t *testing.T) {
+	w := newWorld(t, worldOpts{targetDriver: "sqlite", euAccepts: true})
+	d := federation.NewDispatcher(w.us.cfg, w.us.store, "us-1")
+	defer d.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, 20*time.Millisecond) }()
+	w.reference(t, "orders")
+	require.Eventually(t, func() bool {
+		es, err := w.us.store.PeerReferences(context.Background(), "")
+		return err == nil && len(es) == 1 && es[0].State == catalog.PeerEdgeAcknowledged
+	}, 20*time.Second, 20*time.Millisecond)
+	assert.Len(t, w.stubs(t), 1)
+	cancel()
+	require.NoError(t, <-done, "Run ends cleanly when its context does")
 }
