@@ -929,10 +929,10 @@ var collectorReasons = map[string]bool{
 	ReasonHeldByPeer: true,
 }
 
-// ReasonHeldByPeer: r waits for a dependent or cascade referrer that a
-// peer holds a back-reference to. Deletion across peers is not
-// implemented yet, so the catalog refuses to delete it, and the wait
-// would never end by itself.
+// ReasonHeldByPeer is the reason of a resource waiting for a dependent or
+// cascade referrer that a peer holds a back-reference to. Deletion across
+// peers is not implemented yet, so the catalog refuses to delete it, and
+// the wait would never end by itself.
 const ReasonHeldByPeer = "HeldByPeer"
 
 // heldByPeer is the stuckInfo of self waiting for one of ds (not yet
