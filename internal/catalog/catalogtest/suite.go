@@ -102,6 +102,9 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ConcurrentWritesNeverStoreACycle", func(t *testing.T) { testConcurrentWritesNeverStoreACycle(t, newStore) })
 	t.Run("UndeleteLeavesTheCascades", func(t *testing.T) { testUndeleteLeavesTheCascades(t, newStore) })
 	t.Run("DeletionRoot", func(t *testing.T) { testDeletionRoot(t, newStore) })
+	t.Run("PeerReferenceQueuesItsIntentWithTheEdge", func(t *testing.T) { testPeerReferenceQueuesItsIntentWithTheEdge(t, newStore) })
+	t.Run("PeerAnswerMovesTheEdgeAndOnlyAnAnswerDoes", func(t *testing.T) { testPeerAnswerMovesTheEdgeAndOnlyAnAnswerDoes(t, newStore) })
+	t.Run("BackReferenceHoldsItsTarget", func(t *testing.T) { testBackReferenceHoldsItsTarget(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {

@@ -103,6 +103,9 @@ type mutation struct {
 	// DeletionRoot, when it has one (Schedule, Delete).
 	rootDetails bool
 	apply       func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error)
+	// guard, when set, may refuse the write after the row is locked,
+	// reading other rows in the same transaction.
+	guard func(ctx context.Context, q Querier, cur *catalog.Resource) error
 }
 
 // mutate runs m in a write transaction: it reserves a version, loads the
@@ -120,6 +123,11 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 			return err
 		}
 		cur = c
+		if m.guard != nil {
+			if err := m.guard(ctx, q, cur); err != nil {
+				return err
+			}
+		}
 		next, err := m.apply(clone(cur), now)
 		if err != nil {
 			return err
