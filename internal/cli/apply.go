@@ -104,6 +104,11 @@ countdown cancelled, its spec the desired one.`,
 				return perr
 			}
 		}
+		if ro := (*apply.ReadOnlyError)(nil); errors.As(err, &ro) {
+			// A change apply cannot make (a Backup's spec, a member's
+			// fields): bad input, nothing written.
+			return usageError{err}
+		}
 		if err != nil {
 			return gcError(err)
 		}
