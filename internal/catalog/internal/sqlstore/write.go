@@ -105,7 +105,7 @@ type mutation struct {
 	// changes: the audit entry's reason, when reason is empty, names the
 	// fields the write changed (Update: see changedFields).
 	changes bool
-	apply       func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error)
+	apply   func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error)
 }
 
 // mutate runs m in a write transaction: it reserves a version, loads the
