@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("WriteEach", func(t *testing.T) { testWriteEach(t, newStore) })
 	t.Run("CreateBatch", func(t *testing.T) { testCreateBatch(t, newStore) })
 	t.Run("Update", func(t *testing.T) { testUpdate(t, newStore) })
+	t.Run("UpdateAuditsWhatChangedAndNotANoop", func(t *testing.T) { testUpdateAuditsWhatChangedAndNotANoop(t, newStore) })
 	t.Run("WriteBatch", func(t *testing.T) { testWriteBatch(t, newStore) })
 	t.Run("List", func(t *testing.T) { testList(t, newStore) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, newStore) })
