@@ -1,0 +1,70 @@
+package gc_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/gc"
+)
+
+// pinnedRefTo is refTo naming the target's UID too, as lethe apply
+// writes a reference to a target it knows.
+func pinnedRefTo(t *catalog.Resource, uid string, policy catalog.OnTargetDelete) func(*catalog.Resource) {
+	return func(r *catalog.Resource) {
+		r.References = append(r.References, catalog.Reference{Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, UID: uid, OnTargetDelete: policy})
+	}
+}
+
+// TestACycleThroughReferencesPinnedToTheirTargetsIsACycleAndAStalePinIsNot:
+// a block reference that names its target's UID is an edge of a cycle
+// like one that names none; one that names an earlier UID (the key now
+// holds another resource) is no edge: the refusal of a delete names the
+// referrer, and a cycle only when the pins are the targets'.
+func TestACycleThroughReferencesPinnedToTheirTargetsIsACycleAndAStalePinIsNot(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		r1 := f.res("R", "r1")
+		r2 := f.res("R", "r2", pinnedRefTo(r1, r1.UID, catalog.RefBlock))
+		r1 = f.get(r1)
+		pinnedRefTo(r2, r2.UID, catalog.RefBlock)(r1)
+		f.storeAnyway(r1)
+		_, err := f.c.Delete(f.ctx, r1.Key(), gc.DeleteOptions{})
+		var re *gc.RefusedError
+		require.ErrorAs(t, err, &re)
+		require.Contains(t, err.Error(), "cycle: R/prod/r2 holds a block reference to R/prod/r1; R/prod/r1 holds a block reference to R/prod/r2")
+
+		r3 := f.res("R", "r3")
+		r4 := f.res("R", "r4", pinnedRefTo(r3, r3.UID, catalog.RefBlock))
+		r3 = f.get(r3)
+		pinnedRefTo(r4, "an-earlier-r4", catalog.RefBlock)(r3)
+		f.storeAnyway(r3)
+		_, err = f.c.Delete(f.ctx, r3.Key(), gc.DeleteOptions{})
+		require.ErrorAs(t, err, &re)
+		require.Contains(t, err.Error(), "R/prod/r4")
+		require.Nil(t, re.Cycle, "%v", err)
+		require.NotContains(t, err.Error(), "cycle")
+	})
+}
+
+// TestACascadeDeletesAScheduledDependentWhoseWindowHasEnded: a dependent
+// that is Scheduled keeps its grace window from a cascade only until the
+// window ends; past it (its timer not fired yet), the cascade deletes it.
+func TestACascadeDeletesAScheduledDependentWhoseWindowHasEnded(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		o := f.res("App", "o")
+		d := f.res("Pod", "d", ownedBy(o, true), delay("1h"))
+		w := f.res("Pod", "w", ownedBy(o, true), delay("3h"))
+		for _, r := range []*catalog.Resource{d, w} {
+			_, err := f.c.Delete(f.ctx, r.Key(), gc.DeleteOptions{})
+			require.NoError(t, err)
+			f.requirePhase(r, catalog.PhaseScheduled)
+		}
+		f.skew.Store(int64(2 * time.Hour))
+		require.Equal(t, map[string]string{"o": gc.ActionDelete, "d": gc.ActionDelete, "w": gc.ActionSchedule},
+			actions(planOf(t, f, o, gc.DeleteOptions{})))
+	})
+}
