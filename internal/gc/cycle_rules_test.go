@@ -63,8 +63,14 @@ func TestACascadeDeletesAScheduledDependentWhoseWindowHasEnded(t *testing.T) {
 			require.NoError(t, err)
 			f.requirePhase(r, catalog.PhaseScheduled)
 		}
+		f.res("Pod", "a", ownedBy(o, true), delay("1h"))
 		f.skew.Store(int64(2 * time.Hour))
-		require.Equal(t, map[string]string{"o": gc.ActionDelete, "d": gc.ActionDelete, "w": gc.ActionSchedule},
-			actions(planOf(t, f, o, gc.DeleteOptions{})))
+		p := planOf(t, f, o, gc.DeleteOptions{})
+		require.Equal(t, map[string]string{"o": gc.ActionDelete, "d": gc.ActionDelete, "w": gc.ActionSchedule, "a": gc.ActionSchedule}, actions(p))
+		// The dry run says how long each window lasts: until its end, or
+		// the delay it will be Scheduled for.
+		xw := f.get(w)
+		require.Equal(t, "dependent of App/prod/o (Foreground); Scheduled first for its own grace window, until "+xw.DeletionDueAt.UTC().Format(time.RFC3339), p["w"].Reason)
+		require.Equal(t, "dependent of App/prod/o (Foreground); Scheduled first for its own grace window (lethe.io/deletion-delay=1h)", p["a"].Reason)
 	})
 }

@@ -49,16 +49,19 @@ func TestPlanDeletesADependentWhoseOtherOwnersAreAllGoingAndUnlinksTheRest(t *te
 		_, err := f.c.Delete(f.ctx, dying.Key(), gc.DeleteOptions{})
 		require.NoError(t, err)
 		f.requirePhase(dying, catalog.PhaseDeleting)
-		f.res("Pod", "kept", ownedBy(o, false), ownedBy(other, false))
+		third := f.res("App", "third")
+		f.res("Pod", "kept", ownedBy(o, false), ownedBy(other, false), ownedBy(third, false))
 		f.res("Pod", "ownersgoing", ownedBy(o, false), ownedBy(dying, false))
 		f.res("Pod", "both", ownedBy(a, false), ownedBy(b, false))
 		f.res("Pod", "alone", ownedBy(o, false))
 
+		p := planOf(t, f, o, gc.DeleteOptions{})
 		require.Equal(t, map[string]string{
 			"o": gc.ActionDelete, "a": gc.ActionDelete, "b": gc.ActionDelete,
 			"kept": gc.ActionUnlink, "ownersgoing": gc.ActionDelete,
 			"both": gc.ActionDelete, "alone": gc.ActionDelete,
-		}, actions(planOf(t, f, o, gc.DeleteOptions{})))
+		}, actions(p))
+		require.Equal(t, "loses its owner App/prod/o; still owned by App/prod/other, App/prod/third", p["kept"].Reason)
 	})
 }
 
