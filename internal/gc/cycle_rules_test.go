@@ -74,3 +74,55 @@ func TestACascadeDeletesAScheduledDependentWhoseWindowHasEnded(t *testing.T) {
 		require.Equal(t, "dependent of App/prod/o (Foreground); Scheduled first for its own grace window (lethe.io/deletion-delay=1h)", p["a"].Reason)
 	})
 }
+
+// TestACycleThroughACascadeReferenceIsACycle: a cascade reference is an
+// edge of a cycle of waits like an owner edge (its target waits, under
+// Foreground, for the referrer's purge): the dry run lists the cycle as
+// blocked, naming the reference.
+func TestACycleThroughACascadeReferenceIsACycle(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		x := f.res("Node", "x")
+		y := f.res("Node", "y", ownedBy(x, true))
+		x = f.get(x)
+		refTo(y, catalog.RefCascade)(x)
+		f.storeAnyway(x)
+		p, err := f.c.Delete(f.ctx, x.Key(), gc.DeleteOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, 1, p.Count(gc.ActionBlocked), "%+v", p.Entries)
+		require.Equal(t, "cycle: Node/prod/x owns Node/prod/y; Node/prod/x holds a cascade reference to Node/prod/y: none of them can be purged before the others",
+			p.Entries[len(p.Entries)-1].Reason)
+	})
+}
+
+// TestAReferencePinnedToAPurgedTargetIsDanglingWhenItsNameIsTakenAgain:
+// describe's reference states: a reference whose target is gone is
+// dangling; one that names the UID of a purged target stays dangling when
+// a new resource takes the name, while one that names no UID follows the
+// name.
+func TestAReferencePinnedToAPurgedTargetIsDanglingWhenItsNameIsTakenAgain(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		tg := f.res("Volume", "v")
+		pinned := f.res("Pod", "pinned", pinnedRefTo(tg, tg.UID, catalog.RefAllowDangling))
+		byName := f.res("Pod", "byname", refTo(tg, catalog.RefAllowDangling))
+		states := func(r *catalog.Resource) gc.ReferenceState {
+			t.Helper()
+			s, err := gc.References(f.ctx, f.st, f.get(r))
+			require.NoError(t, err)
+			require.Len(t, s, 1)
+			return s[0]
+		}
+		require.Equal(t, catalog.PhaseActive, states(pinned).TargetPhase)
+		require.False(t, states(pinned).Dangling)
+
+		require.Equal(t, gc.OutcomePurged, f.del(tg, gc.Foreground))
+		require.True(t, states(pinned).Dangling)
+		require.True(t, states(byName).Dangling)
+
+		f.res("Volume", "v")
+		require.True(t, states(pinned).Dangling, "the name now holds another resource")
+		require.False(t, states(byName).Dangling)
+		require.Equal(t, catalog.PhaseActive, states(byName).TargetPhase)
+	})
+}

@@ -172,3 +172,22 @@ func TestPlanListsABlockReferrerOutsideTheCascadeAsBlockedAndOneInsideAsDeleted(
 		require.Equal(t, "holds a block reference to Volume/prod/d, which waits until it is gone", p["outside"].Reason)
 	})
 }
+
+// TestPlanListsEachCycleOnceHoweverOftenTheCascadeReachesIt: a cycle the
+// cascade reaches through two of its resources is one blocked entry.
+func TestPlanListsEachCycleOnceHoweverOftenTheCascadeReachesIt(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		x := f.res("Node", "x")
+		w := f.res("Node", "w", ownedBy(x, false))
+		y := f.res("Node", "y", ownedBy(x, true), ownedBy(w, false))
+		x = f.get(x)
+		ownedBy(y, true)(x)
+		f.storeAnyway(x)
+		p, err := f.c.Delete(f.ctx, x.Key(), gc.DeleteOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, 1, p.Count(gc.ActionBlocked), "%+v", p.Entries)
+		require.Equal(t, "cycle: Node/prod/x owns Node/prod/y; Node/prod/y owns Node/prod/x: none of them can be purged before the others",
+			p.Entries[len(p.Entries)-1].Reason)
+	})
+}
