@@ -119,6 +119,9 @@ func run(root, out string) error {
 			if ex := strings.TrimSpace(env["excluded"]); ex != "" {
 				run += "; **files not swept:** `" + strings.Join(strings.Fields(ex), "`, `") + "`"
 			}
+			if tests := strings.TrimSpace(env["run"]); tests != "" {
+				run += "; only the tests `-run " + strings.ReplaceAll(tests, "|", `\|`) + "`"
+			}
 			if note := strings.TrimSpace(env["note"]); note != "" {
 				run += "; " + note
 			}
