@@ -72,6 +72,8 @@ func TestACascadeDeletesAScheduledDependentWhoseWindowHasEnded(t *testing.T) {
 		xw := f.get(w)
 		require.Equal(t, "dependent of App/prod/o (Foreground); Scheduled first for its own grace window, until "+xw.DeletionDueAt.UTC().Format(time.RFC3339), p["w"].Reason)
 		require.Equal(t, "dependent of App/prod/o (Foreground); Scheduled first for its own grace window (lethe.io/deletion-delay=1h)", p["a"].Reason)
+		require.Equal(t, "dependent of App/prod/o (Foreground)", p["d"].Reason, "no window is skipped without --force")
+		require.Equal(t, "requested (Foreground)", p["o"].Reason)
 	})
 }
 
