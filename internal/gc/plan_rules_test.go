@@ -191,3 +191,28 @@ func TestPlanListsEachCycleOnceHoweverOftenTheCascadeReachesIt(t *testing.T) {
 			p.Entries[len(p.Entries)-1].Reason)
 	})
 }
+
+// TestPlanEntryOfACycleShowsItsFirstResourcesPhase: the blocked entry of
+// a cycle names the cycle's first resource with that resource's phase,
+// not the phase of the one the cascade reached it by.
+func TestPlanEntryOfACycleShowsItsFirstResourcesPhase(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		x := f.res("Node", "x", finalizer("example.com/hold"))
+		w := f.res("Node", "w", ownedBy(x, false))
+		y := f.res("Node", "y", ownedBy(x, true), ownedBy(w, false))
+		x = f.get(x)
+		ownedBy(y, true)(x)
+		f.storeAnyway(x)
+		_, err := f.c.Delete(f.ctx, x.Key(), gc.DeleteOptions{})
+		require.NoError(t, err)
+		f.requirePhase(x, catalog.PhaseDeleting)
+		f.requirePhase(y, catalog.PhaseActive)
+		p, err := f.c.Delete(f.ctx, x.Key(), gc.DeleteOptions{DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, 1, p.Count(gc.ActionBlocked), "%+v", p.Entries)
+		e := p.Entries[len(p.Entries)-1]
+		require.Equal(t, x.Key(), e.Resource)
+		require.Equal(t, catalog.PhaseDeleting, e.Phase)
+	})
+}
