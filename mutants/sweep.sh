@@ -67,6 +67,14 @@ for p in "${pkgs[@]}"; do
   # negations, ++/--, negatives) plus && <-> ||, the shape of most rules.
   (cd "$p" && "${gremlins[@]}" unleash --workers 1 --timeout-coefficient "$coef" \
     --invert-logical ${pexclude[@]+"${pexclude[@]}"} --output "$out.tmp")
+  # A coverage step that found no test (go test matched no package, as in
+  # a tree of symbolic links) leaves every mutant NOT COVERED: that is no
+  # sweep, and it must not replace the package's result.
+  if ! grep -qE '"status":"(KILLED|LIVED|TIMED OUT|NOT VIABLE)"' "$out.tmp"; then
+    rm -f "$out.tmp"
+    echo "mutation-sweep: $p: no mutant was tested (the coverage step found no test); its result is kept as it was" >&2
+    exit 1
+  fi
   mv "$out.tmp" "$out"
   printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\nrun=%s\n' \
     "$(date -u +%Y-%m-%dT%H:%MZ)" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- "$p" || echo '+changes')" \

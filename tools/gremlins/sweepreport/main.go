@@ -235,6 +235,7 @@ is equivalent (no test can tell it from the original) or decides no rule.
 The hand-written mutants in ` + "`mutants/`" + ` (` + "`make mutants`" + `, in CI) cover
 the rules a one-token change cannot express.
 
+<!-- doctest: skip hours on 2 cores, and it writes mutants/sweep/: run in the docs' scratch folder, it found no test and replaced every package's result -->
 ` + "```sh" + `
 make mutation-sweep                                   # every package below (hours on 2 cores)
 make mutation-sweep SWEEP_PKGS="internal/softdelete"  # one package; the others keep their last result
