@@ -11,21 +11,34 @@
 // that started this plugin process (its parent at start): it names the
 // replica, and the test checks that no two replicas' runs of one backup
 // overlap. LETHE_RECORD_SLEEP (a duration) is how long each item takes.
+//
+// LETHE_RECORD_PLUGINS (names, comma-separated) replaces the two plugins
+// served, so that two copies of the binary serve different plugins.
+// LETHE_RECORD_CRASH_EVERY=n makes the process crash (exit 3) at the
+// start of every nth Execute it receives, after appending a line
+//
+//	C <tab> backup <tab> plugin <tab> item <tab> lethe pid
+//
+// the fault suite's plugin crash storm (internal/e2e/faults_*_test.go).
 package main
 
 import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lethehq/lethe/pkg/plugin"
 )
 
 var (
-	out   *os.File
-	owner string
-	sleep time.Duration
+	out        *os.File
+	owner      string
+	sleep      time.Duration
+	crashEvery int64
+	calls      atomic.Int64
 )
 
 type rec struct{ name string }
@@ -37,6 +50,10 @@ func (r *rec) AppliesTo(context.Context) (plugin.ResourceSelector, error) {
 func (r *rec) Execute(ctx context.Context, in *plugin.DeleteItemActionInput) error {
 	it := in.Item
 	line := in.Backup.Name + "\t" + r.name + "\t" + it.GroupResource() + "/" + it.Namespace + "/" + it.Name + "\t" + owner + "\n"
+	if crashEvery > 0 && calls.Add(1)%crashEvery == 0 {
+		_, _ = out.WriteString("C\t" + line)
+		os.Exit(3)
+	}
 	if _, err := out.WriteString("S\t" + line); err != nil {
 		return err
 	}
@@ -63,8 +80,16 @@ func main() {
 	if d, err := time.ParseDuration(os.Getenv("LETHE_RECORD_SLEEP")); err == nil {
 		sleep = d
 	}
-	plugin.Serve(
-		&plugin.Plugin{Name: "test.lethe.io/a-first", Version: "v0.0.1", Action: &rec{name: "test.lethe.io/a-first"}, MaxConcurrency: 8},
-		&plugin.Plugin{Name: "test.lethe.io/b-second", Version: "v0.0.1", Action: &rec{name: "test.lethe.io/b-second"}, MaxConcurrency: 8},
-	)
+	if n, err := strconv.ParseInt(os.Getenv("LETHE_RECORD_CRASH_EVERY"), 10, 64); err == nil && n > 0 {
+		crashEvery = n
+	}
+	names := []string{"test.lethe.io/a-first", "test.lethe.io/b-second"}
+	if v := os.Getenv("LETHE_RECORD_PLUGINS"); v != "" {
+		names = strings.Split(v, ",")
+	}
+	var plugins []*plugin.Plugin
+	for _, n := range names {
+		plugins = append(plugins, &plugin.Plugin{Name: n, Version: "v0.0.1", Action: &rec{name: n}, MaxConcurrency: 8})
+	}
+	plugin.Serve(plugins...)
 }
