@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -72,6 +73,16 @@ func (f *faultRun) startReplica(name string, args ...string) *replica {
 		_ = cmd.Process.Kill()
 		<-p.done
 		cancel()
+		if d := os.Getenv("LETHE_FAULTS_LOGDIR"); d != "" {
+			_ = os.WriteFile(filepath.Join(d, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log"), errb.Bytes(), 0o600)
+		}
+		if t.Failed() {
+			logs := errb.String()
+			if len(logs) > 6000 {
+				logs = "…" + logs[len(logs)-6000:]
+			}
+			t.Logf("replica %s's log (its end):\n%s", name, logs)
+		}
 	})
 	r.p = p
 	f.replicas = append(f.replicas, r)
@@ -94,9 +105,21 @@ func (f *faultRun) load(prefix string, n, items int, ttl, d time.Duration) func(
 			if i%3 == 0 {
 				args = append(args, "--deletion-delay", "1s")
 			}
-			if r := f.e.run(args...); r.code != 0 {
-				f.t.Errorf("%s", r)
-				return
+			// A create that fails (its storage failing on purpose) is
+			// retried, as an operator would, for up to a minute.
+			for try := 0; ; try++ {
+				r := f.e.run(args...)
+				if r.code == 0 {
+					break
+				}
+				if try == 0 {
+					f.t.Logf("backup create %s failed; retrying: %s", name, strings.TrimSpace(r.stderr))
+				}
+				if try == 120 {
+					f.t.Errorf("%s", r)
+					return
+				}
+				time.Sleep(500 * time.Millisecond)
 			}
 			f.mu.Lock()
 			f.names = append(f.names, name)
