@@ -36,7 +36,7 @@ func TestFaultS3ErrorsAndCutStreamsPurgeOnlyWhatWasRead(t *testing.T) {
 		items    = pick(300, 600)
 		fail     = pick(10*time.Second, 30*time.Second)
 		loadTime = pick(15*time.Second, 60*time.Second)
-		deadline = pick(40*time.Second, 10*time.Minute)
+		deadline = pick(3*time.Minute, 10*time.Minute)
 	)
 	srv := s3test.StartServer(t)
 	proxy := s3test.NewProxy(t, srv)
