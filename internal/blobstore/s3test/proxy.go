@@ -22,10 +22,10 @@ type Proxy struct {
 
 	mu       sync.Mutex
 	backend  *url.URL
-	gets     []string // Range header of each GET of an object ("" for all of it)
-	lists    int      // listings (ListObjectsV2 pages)
-	cutAfter []int64  // cut the next GETs' bodies after so many bytes
-	unavail  int      // answer the next so many ranged GETs with 503
+	gets     []string  // Range header of each GET of an object ("" for all of it)
+	lists    int       // listings (ListObjectsV2 pages)
+	cutAfter []int64   // cut the next GETs' bodies after so many bytes
+	unavail  int       // answer the next so many ranged GETs with 503
 	failTill time.Time // answer every request with an error until then
 	failed   int       // requests answered so by failTill
 }
