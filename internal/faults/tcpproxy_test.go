@@ -89,18 +89,18 @@ func TestTCPProxyLatencyDelaysEveryRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	r := bufio.NewReader(c)
-	p.SetLatency(100 * time.Millisecond)
+	p.SetLatency(300 * time.Millisecond)
 	for i := range 3 {
 		began := time.Now()
 		msg := string(rune('a'+i)) + "-0123456789"
 		got, err := roundTrip(t, c, r, msg)
 		require.NoError(t, err)
 		require.Equal(t, msg+"\n", got)
-		require.GreaterOrEqual(t, time.Since(began), 100*time.Millisecond)
+		require.GreaterOrEqual(t, time.Since(began), 300*time.Millisecond)
 	}
 	p.SetLatency(0)
 	began := time.Now()
 	_, err = roundTrip(t, c, r, "fast")
 	require.NoError(t, err)
-	require.Less(t, time.Since(began), 100*time.Millisecond)
+	require.Less(t, time.Since(began), 300*time.Millisecond)
 }
