@@ -33,16 +33,14 @@ import (
 // purge, and the purge rates while slow and after.
 func TestFaultPostgresCutThenSlowLosesAndRepeatsNothing(t *testing.T) {
 	admin := os.Getenv("LETHE_TEST_POSTGRES_URL")
-	if admin == "" {
-		t.Skip("set LETHE_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
-	}
+	faultsNeed(t, admin == "", "set LETHE_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	var (
-		backups  = pick(12, 90)
+		backups  = pick(10, 90)
 		items    = pick(30, 60)
 		snaps    = pick(40, 1000)
 		cut      = pick(10*time.Second, 30*time.Second)
 		slow     = pick(5*time.Second, 30*time.Second)
-		loadTime = pick(20*time.Second, 90*time.Second)
+		loadTime = pick(15*time.Second, 90*time.Second)
 		deadline = pick(3*time.Minute, 10*time.Minute)
 	)
 	const latency = 200 * time.Millisecond

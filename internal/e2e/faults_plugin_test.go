@@ -26,6 +26,7 @@ import (
 // counted. The test logs both runs' durations: how much the storm slows
 // the deletions that the other binary's plugins take part in.
 func TestFaultPluginCrashStormLosesNoItemAndOtherPluginsGoOn(t *testing.T) {
+	faultsParallel(t)
 	var (
 		backups  = pick(6, 40)
 		items    = pick(40, 100)

@@ -28,8 +28,9 @@ import (
 // both plugins (nothing purged that was not read), and nothing of them
 // left in the bucket.
 func TestFaultS3ErrorsAndCutStreamsPurgeOnlyWhatWasRead(t *testing.T) {
+	faultsParallel(t)
 	if _, err := s3test.FindBinary(); err != nil {
-		t.Skip(err)
+		faultsNeed(t, true, err.Error())
 	}
 	var (
 		backups  = pick(10, 60)

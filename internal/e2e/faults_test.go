@@ -28,6 +28,27 @@ const faultsEnv = "LETHE_FAULTS"
 
 func faultsFull() bool { return os.Getenv(faultsEnv) == "full" }
 
+// faultsParallel runs a short fault test beside the others; the full run
+// keeps each alone, so that its figures are its own.
+func faultsParallel(t *testing.T) {
+	if !faultsFull() {
+		t.Parallel()
+	}
+}
+
+// faultsNeed skips a test whose service is missing (why says which), or
+// fails it in the full run, which must not pass by skipping.
+func faultsNeed(t *testing.T, missing bool, why string) {
+	t.Helper()
+	if !missing {
+		return
+	}
+	if faultsFull() {
+		t.Fatalf("%s=full: %s", faultsEnv, why)
+	}
+	t.Skip(why)
+}
+
 // pick returns short, or full under LETHE_FAULTS=full.
 func pick[T any](short, full T) T {
 	if faultsFull() {
