@@ -32,6 +32,20 @@ import (
 // The test logs the time from the end of the cut to the first completed
 // purge, and the purge rates while slow and after.
 func TestFaultPostgresCutThenSlowLosesAndRepeatsNothing(t *testing.T) {
+	postgresFault(t, "cut")
+}
+
+// TestFaultPostgresPartitionHealsWithoutDuplicates is the same run with a
+// partition that heals instead of a cut: the proxy holds every byte, on
+// open connections and new ones, for as long (past every lease), then
+// lets it all through. A replica's writes sent before or during the
+// partition arrive after others took its leases over; the fences must
+// turn them away. The partition starts while a replica holds a deletion.
+func TestFaultPostgresPartitionHealsWithoutDuplicates(t *testing.T) {
+	postgresFault(t, "partition")
+}
+
+func postgresFault(t *testing.T, kind string) {
 	admin := os.Getenv("LETHE_TEST_POSTGRES_URL")
 	faultsNeed(t, admin == "", "set LETHE_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	var (
@@ -95,16 +109,22 @@ func TestFaultPostgresCutThenSlowLosesAndRepeatsNothing(t *testing.T) {
 	}
 	waitLoad := f.load("pg", backups, items, time.Second, loadTime)
 
-	// Proof of life before the fault: a purge.
+	// Proof of life before the fault: a purge; then the fault strikes
+	// while a replica holds a deletion (or after a few more purges).
 	for len(f.registered()) == 0 || !purgedAny(ctx, st, f.registered()) {
 		f.requireAllRunning()
 		require.True(t, sleepCtx(ctx, 100*time.Millisecond), "no purge before the fault")
 	}
 	e.ok("backup", "delete", "cascade", "--yes", "--async")
+	waitAnyHolding(ctx, t, st, 3)
 
 	cutAt := time.Now()
-	proxy.Cut()
-	t.Logf("cut PostgreSQL for %s at %s", cut, cutAt.Format(time.StampMilli))
+	if kind == "partition" {
+		proxy.Stall()
+	} else {
+		proxy.Cut()
+	}
+	t.Logf("%s: PostgreSQL unreachable for %s from %s", kind, cut, cutAt.Format(time.StampMilli))
 	require.True(t, sleepCtx(ctx, cut))
 	f.requireAllRunning()
 	proxy.SetLatency(latency)
@@ -139,8 +159,8 @@ func TestFaultPostgresCutThenSlowLosesAndRepeatsNothing(t *testing.T) {
 	})
 	first, ok := recovery(rep.PurgedAt, cutEnd)
 	require.True(t, ok, "no purge after the cut")
-	t.Logf("FIGURE pg-cut: cut %s, purged before the cut %d; first purge %s after the cut ended; %.2f purges/s with +%s, %.2f purges/s after; all %d purged %s after the cut ended",
-		cut, countPurgedBefore(rep.PurgedAt, cutAt), first.Round(time.Millisecond), rate(rep.PurgedAt, cutEnd, slowEnd), latency,
+	t.Logf("FIGURE pg-%s: %s for %s, purged before it %d; first purge %s after it ended; %.2f purges/s with +%s, %.2f purges/s after; all %d purged %s after it ended",
+		kind, kind, cut, countPurgedBefore(rep.PurgedAt, cutAt), first.Round(time.Millisecond), rate(rep.PurgedAt, cutEnd, slowEnd), latency,
 		rate(rep.PurgedAt, slowEnd, done), len(rep.PurgedAt), done.Sub(cutEnd).Round(time.Second))
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/faults"
 )
 
@@ -277,6 +278,40 @@ func countPurgedBefore(purgedAt map[string]int64, t time.Time) int {
 	n := 0
 	for _, at := range purgedAt {
 		if at < t.UnixNano() {
+			n++
+		}
+	}
+	return n
+}
+
+// waitAnyHolding waits until some replica holds a live deletion lease,
+// or until n backups are purged with none seen held.
+func waitAnyHolding(ctx context.Context, t *testing.T, st catalog.Store, n int) {
+	t.Helper()
+	for {
+		items, err := st.ListWork(ctx, deletion.Queue)
+		require.NoError(t, err)
+		for _, w := range items {
+			if w.Holder != "" && w.LeaseExpiresAt.After(time.Now()) {
+				return
+			}
+		}
+		if countTombstones(ctx, t, st) >= n {
+			t.Logf("no deletion held before %d were purged", n)
+			return
+		}
+		if !sleepCtx(ctx, 5*time.Millisecond) {
+			t.Fatal("no deletion was ever held")
+		}
+	}
+}
+
+func countTombstones(ctx context.Context, t *testing.T, st catalog.Store) int {
+	audit, err := st.ListAudit(ctx, catalog.AuditFilter{Kind: "Backup"})
+	require.NoError(t, err)
+	n := 0
+	for _, a := range audit {
+		if strings.Contains(a.Action, "purge") {
 			n++
 		}
 	}

@@ -4,8 +4,8 @@
 // engines, that nothing was lost or done twice:
 //
 //   - TCPProxy stands between the replicas and PostgreSQL: it cuts every
-//     connection (and refuses new ones) for a while, then delays every
-//     chunk it forwards;
+//     connection (and refuses new ones) for a while, or holds every byte
+//     (a partition that heals), and delays every chunk it forwards;
 //   - Check reads the catalog with raw SQL, the file storage and the test
 //     plugins' record, and lists every invariant it finds broken.
 //

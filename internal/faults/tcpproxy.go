@@ -9,8 +9,11 @@ import (
 
 // TCPProxy forwards TCP connections from a loopback port to a backend
 // address. Cut closes every open connection and refuses (accepts and
-// closes at once) every new one until Restore; SetLatency delays every
-// chunk forwarded, in each direction, by half the given round-trip time.
+// closes at once) every new one until Restore; Stall is a partition that
+// heals: nothing is forwarded, on open connections or new ones, and
+// nothing is lost, until Restore (as TCP's retransmissions carry a
+// connection over a short partition); SetLatency delays every chunk
+// forwarded, in each direction, by half the given round-trip time.
 type TCPProxy struct {
 	// Addr is the proxy's listening address, 127.0.0.1:PORT.
 	Addr string
@@ -21,6 +24,7 @@ type TCPProxy struct {
 
 	mu      sync.Mutex
 	cut     bool
+	stall   chan struct{} // while stalled: closed by Restore
 	latency time.Duration
 	conns   map[*link]struct{}
 	closed  bool
@@ -63,11 +67,33 @@ func (p *TCPProxy) Cut() {
 	}
 }
 
-// Restore forwards new connections again.
+// Stall holds every byte, on open connections and new ones, until
+// Restore.
+func (p *TCPProxy) Stall() {
+	p.mu.Lock()
+	if p.stall == nil {
+		p.stall = make(chan struct{})
+	}
+	p.mu.Unlock()
+}
+
+// Restore ends a cut or a stall: new connections are forwarded, and what
+// a stall held goes through.
 func (p *TCPProxy) Restore() {
 	p.mu.Lock()
 	p.cut = false
+	if p.stall != nil {
+		close(p.stall)
+		p.stall = nil
+	}
 	p.mu.Unlock()
+}
+
+// held returns the channel to wait on while stalled, or nil.
+func (p *TCPProxy) held() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stall
 }
 
 // SetLatency delays every chunk by rtt/2 in each direction (0: none).
@@ -84,6 +110,7 @@ func (p *TCPProxy) Stats() (accepted, refused, severed int64) {
 
 // Close stops listening and closes every connection.
 func (p *TCPProxy) Close() error {
+	p.Restore() // release what a stall holds
 	p.mu.Lock()
 	p.closed = true
 	links := p.conns
@@ -119,6 +146,9 @@ func (p *TCPProxy) accept() {
 
 func (p *TCPProxy) serve(c net.Conn) {
 	defer p.wg.Done()
+	if ch := p.held(); ch != nil {
+		<-ch // a partition: the connection waits, unanswered
+	}
 	s, err := net.DialTimeout("tcp", p.backend, 5*time.Second)
 	if err != nil {
 		_ = c.Close()
@@ -173,6 +203,9 @@ func (p *TCPProxy) pipe(dst, src net.Conn) {
 		p.mu.Unlock()
 		if wait := time.Until(ch.at.Add(d)); wait > 0 {
 			time.Sleep(wait)
+		}
+		if h := p.held(); h != nil {
+			<-h
 		}
 		if _, err := dst.Write(ch.b); err != nil {
 			break

@@ -104,3 +104,43 @@ func TestTCPProxyLatencyDelaysEveryRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, time.Since(began), 300*time.Millisecond)
 }
+
+// TestTCPProxyStallHoldsEveryByteUntilRestoredAndLosesNone: a partition
+// that heals. While stalled, nothing reaches the other side (an open
+// connection's request, or a new connection's); after Restore both
+// answers arrive, whole.
+func TestTCPProxyStallHoldsEveryByteUntilRestoredAndLosesNone(t *testing.T) {
+	p, err := NewTCPProxy(echoServer(t))
+	require.NoError(t, err)
+	defer p.Close()
+	old, err := net.Dial("tcp", p.Addr)
+	require.NoError(t, err)
+	defer old.Close()
+	oldR := bufio.NewReader(old)
+	_, err = roundTrip(t, old, oldR, "before")
+	require.NoError(t, err)
+
+	p.Stall()
+	_, err = io.WriteString(old, "held\n")
+	require.NoError(t, err)
+	fresh, err := net.Dial("tcp", p.Addr)
+	require.NoError(t, err)
+	defer fresh.Close()
+	_, err = io.WriteString(fresh, "new\n")
+	require.NoError(t, err)
+	require.NoError(t, old.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
+	_, err = oldR.ReadString('\n')
+	require.Error(t, err, "no answer while stalled")
+
+	p.Restore()
+	require.NoError(t, old.SetReadDeadline(time.Now().Add(5*time.Second)))
+	got, err := oldR.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "held\n", got)
+	require.NoError(t, fresh.SetReadDeadline(time.Now().Add(5*time.Second)))
+	got, err = bufio.NewReader(fresh).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "new\n", got)
+	_, refused, severed := p.Stats()
+	require.Zero(t, refused+severed, "a stall drops nothing")
+}
