@@ -58,6 +58,14 @@ func postgresFault(t *testing.T, kind string) {
 		deadline = pick(3*time.Minute, 10*time.Minute)
 	)
 	const latency = 200 * time.Millisecond
+	// Leases: LETHE_FAULTS_LEASE (default 3s, as TestFleet's) for the
+	// deletion and the leader lease alike.
+	leases := 3 * time.Second
+	if v := os.Getenv("LETHE_FAULTS_LEASE"); v != "" {
+		var err error
+		leases, err = time.ParseDuration(v)
+		require.NoError(t, err, "LETHE_FAULTS_LEASE")
+	}
 	store := createDatabase(t, admin)
 	u, err := url.Parse(store)
 	require.NoError(t, err)
@@ -102,7 +110,7 @@ func postgresFault(t *testing.T, kind string) {
 	}
 
 	for _, n := range []string{"r1", "r2", "r3"} {
-		f.startReplica(n, "--workers", "2", "--lease-ttl", "3s", "--leader-lease-ttl", "3s", "--poll-interval", "1s")
+		f.startReplica(n, "--workers", "2", "--lease-ttl", leases.String(), "--leader-lease-ttl", leases.String(), "--poll-interval", "1s")
 	}
 	for _, r := range f.replicas {
 		waitReady(ctx, t, r)
@@ -156,11 +164,17 @@ func postgresFault(t *testing.T, kind string) {
 		Plugins:    []string{"test.lethe.io/a-first", "test.lethe.io/b-second"},
 		Dependents: map[string][]string{"cascade": deps},
 		StorageDir: storage, Record: e.record,
+		// Lethe dates an audit entry before its write waits for the
+		// catalog's lock (docs/faults.md, "Found, not fixed"): under the
+		// slow phase, entries of one backup can be out of time order by
+		// that wait, which a lease bounds.
+		AuditSkew: 2 * leases,
 	})
 	first, ok := recovery(rep.PurgedAt, cutEnd)
 	require.True(t, ok, "no purge after the cut")
-	t.Logf("FIGURE pg-%s: %s for %s, purged before it %d; first purge %s after it ended; %.2f purges/s with +%s, %.2f purges/s after; all %d purged %s after it ended",
-		kind, kind, cut, countPurgedBefore(rep.PurgedAt, cutAt), first.Round(time.Millisecond), rate(rep.PurgedAt, cutEnd, slowEnd), latency,
+	t.Logf("largest audit time inversion within one backup: %s", rep.MaxAuditSkew)
+	t.Logf("FIGURE pg-%s (leases %s): %s for %s, purged before it %d; first purge %s after it ended; %.2f purges/s with +%s, %.2f purges/s after; all %d purged %s after it ended",
+		kind, leases, kind, cut, countPurgedBefore(rep.PurgedAt, cutAt), first.Round(time.Millisecond), rate(rep.PurgedAt, cutEnd, slowEnd), latency,
 		rate(rep.PurgedAt, slowEnd, done), len(rep.PurgedAt), done.Sub(cutEnd).Round(time.Second))
 }
 

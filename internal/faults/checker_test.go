@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
@@ -133,7 +134,7 @@ func TestCheckerFindsEachBrokenInvariant(t *testing.T) {
 			w.ts -= 50
 			w.purged("d", 0)
 			w.want.Items["d"] = 0
-		}, "backup d: audit entry 5 (create) is dated before the entry before it"},
+		}, "backup d: audit entry 5 (create by test) is dated before the entry before it (4, create by test)"},
 		{"an item missed a plugin", func(w *world) {
 			w.line("S", "a", "p/b", "pods/ns/item-3")
 			w.line("E", "a", "p/b", "pods/ns/item-3")
@@ -159,4 +160,22 @@ func TestCheckerFindsEachBrokenInvariant(t *testing.T) {
 			require.True(t, strings.HasPrefix(v[0], "backup") || strings.HasPrefix(v[0], "dependent") || strings.HasPrefix(v[0], "a plugin"), v[0])
 		})
 	}
+}
+
+// TestCheckerToleratesAuditSkewUpToTheBoundOnly: with AuditSkew set, an
+// entry dated earlier than the one before it by less passes and is
+// measured; by more, it is a violation.
+func TestCheckerToleratesAuditSkewUpToTheBoundOnly(t *testing.T) {
+	w := newWorld(t)
+	w.ts += 100
+	w.audit("Backup", "d", "uid-d", "create")
+	w.ts -= 50 // the next entry is dated 49 ns before it
+	w.purged("d", 0)
+	w.want.AuditSkew = 49
+	rep, err := Check(context.Background(), w.db, w.want)
+	require.NoError(t, err)
+	require.Empty(t, rep.Violations)
+	require.Equal(t, time.Duration(49), rep.MaxAuditSkew)
+	w.want.AuditSkew = 48
+	require.Len(t, w.check(), 1)
 }
