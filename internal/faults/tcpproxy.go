@@ -103,7 +103,8 @@ func (p *TCPProxy) SetLatency(rtt time.Duration) {
 	p.mu.Unlock()
 }
 
-// Stats: connections forwarded, refused while cut, and severed by Cut.
+// Stats returns how many connections were forwarded, refused while cut,
+// and severed by Cut.
 func (p *TCPProxy) Stats() (accepted, refused, severed int64) {
 	return p.accepted.Load(), p.refused.Load(), p.severed.Load()
 }
