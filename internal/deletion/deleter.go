@@ -462,7 +462,13 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 		}
 		break
 	}
-	if _, err := d.cfg.Store.Enqueue(ctx, catalog.WorkItem{Queue: Queue, Key: b.Resource.UID, RunAt: d.now()}); err != nil {
+	// The request has committed: queue its work item without the leader's
+	// fence. Were the term to end in between (a slow catalog), a refused
+	// queueing would strand the backup in Deleting until the next
+	// reconciliation, up to 15 minutes (issue 28's fault suite). Queueing
+	// is idempotent, and a deletion runs only for a Deleting backup.
+	qctx := catalog.WithLeaderFence(ctx, nil)
+	if _, err := d.cfg.Store.Enqueue(qctx, catalog.WorkItem{Queue: Queue, Key: b.Resource.UID, RunAt: d.now()}); err != nil {
 		return nil, err
 	}
 	if opts.Async {

@@ -191,7 +191,7 @@ func (e *Elector) lead(ctx context.Context, l *catalog.LeaderLease, start time.T
 	// keeps its renew deadline under the lease duration likewise).
 	until := start.Add(e.renewDeadline())
 	every, retry := e.cfg.TTL/3, max(e.cfg.TTL/20, 10*time.Millisecond)
-	next := every
+	next := max(every-e.cfg.Now().Sub(start), 0) // from when the acquisition began, as every renewal's
 	reason := "stopping"
 	for reason == "stopping" {
 		left := until.Sub(e.cfg.Now())
@@ -233,7 +233,11 @@ func (e *Elector) lead(ctx context.Context, l *catalog.LeaderLease, start time.T
 			next = retry
 		case cur.HeldBy(e.cfg.Holder, s) && cur.Term == l.Term:
 			e.see(cur)
-			until, next = s.Add(e.renewDeadline()), every
+			// The next renewal is due a third of the TTL after this one
+			// began, not after it ended: renewals that each take long (a
+			// catalog 200 ms away, issue 28's fault suite) must not drift
+			// past the deadline one by one.
+			until, next = s.Add(e.renewDeadline()), max(every-e.cfg.Now().Sub(s), 0)
 		default:
 			e.see(cur)
 			reason = "another replica holds the lease"

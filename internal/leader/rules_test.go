@@ -201,3 +201,44 @@ func TestAFollowerLooksAgainEveryThirdOfTheTTL(t *testing.T) {
 	require.Equal(t, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond}, w.first(t, 2))
 	require.False(t, el.Leading())
 }
+
+// slowRenewals answers AcquireLeader from the catalog, each renewal
+// taking took by the elector's clock (a catalog far away).
+type slowRenewals struct {
+	catalog.Store
+	clock *catalogtest.Clock
+	took  time.Duration
+}
+
+func (s *slowRenewals) AcquireLeader(ctx context.Context, name, holder string, ttl time.Duration) (*catalog.LeaderLease, error) {
+	l, err := s.Store.AcquireLeader(ctx, name, holder, ttl)
+	s.clock.Advance(s.took)
+	return l, err
+}
+
+// TestSlowRenewalsDoNotDriftPastTheDeadline: each renewal takes 130 ms of
+// a 300 ms TTL (renewed every 100 ms, given up 225 ms after the last
+// renewal began). Renewals are due every third of the TTL from the start
+// of the previous one, so the leader keeps leading; timed from the end of
+// each, the next would begin 230 ms after the last began, past the
+// deadline, and the leader would step down at its first renewal.
+func TestSlowRenewalsDoNotDriftPastTheDeadline(t *testing.T) {
+	clock := catalogtest.NewClock(catalogtest.Epoch)
+	cat, err := drivers.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "lethe.db"),
+		&catalog.Config{Now: clock.Now, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cat.Close() })
+	st := &slowRenewals{Store: cat, clock: clock, took: 130 * time.Millisecond}
+	el, err := leader.New(&leader.Config{Store: st, Holder: "a", TTL: 300 * time.Millisecond, Now: clock.Now,
+		NewTimer: func(d time.Duration) *time.Timer {
+			clock.Advance(d)
+			return time.NewTimer(time.Millisecond)
+		}})
+	require.NoError(t, err)
+	j, _ := runCounting(t, el)
+	j.waitFor(t, 1, 10*time.Second)
+	began := clock.Now()
+	require.Eventually(t, func() bool { return clock.Now().Sub(began) > 3*time.Second }, 10*time.Second, time.Millisecond,
+		"the renewals go on")
+	require.Equal(t, []string{"start"}, j.snapshot(), "the leader stepped down while every renewal succeeded")
+}

@@ -27,6 +27,15 @@ import (
 // event was missed.
 const SafetyScanDefault = 15 * time.Minute
 
+// A request that failed (the storage or the catalog failing for a while)
+// is tried again after RetryDefault, doubling with each failure in a row
+// up to MaxRetryDefault: not left to the safety scan, a quarter of an
+// hour later (issue 28's S3 fault test found that).
+const (
+	RetryDefault    = time.Second
+	MaxRetryDefault = time.Minute
+)
+
 // Requester requests a backup's deletion (deletion.Deleter in production).
 type Requester func(ctx context.Context, name string) error
 
@@ -44,6 +53,9 @@ type Config struct {
 	Now     func() time.Time
 	// SafetyScan is the period of the safety-net rescan.
 	SafetyScan time.Duration
+	// Retry and MaxRetry bound the backoff of a failed request
+	// (RetryDefault, MaxRetryDefault).
+	Retry, MaxRetry time.Duration
 	// Timer makes a timer; tests inject one. Default time.NewTimer.
 	Timer func(d time.Duration) (<-chan time.Time, func() bool)
 }
@@ -69,6 +81,8 @@ func New(cfg *Config) (*Controller, error) {
 		c.Now = time.Now
 	}
 	c.SafetyScan = cmp.Or(c.SafetyScan, SafetyScanDefault)
+	c.Retry = cmp.Or(c.Retry, RetryDefault)
+	c.MaxRetry = cmp.Or(c.MaxRetry, MaxRetryDefault)
 	if c.Timer == nil {
 		c.Timer = func(d time.Duration) (<-chan time.Time, func() bool) {
 			t := time.NewTimer(d)
@@ -127,7 +141,7 @@ func (c *Controller) serve(ctx context.Context, sub catalog.Subscription) error 
 		var wake <-chan time.Time
 		stop := func() bool { return false }
 		if len(c.idx) > 0 {
-			wake, stop = c.cfg.Timer(max(c.idx[0].expires.Sub(c.cfg.Now()), 0))
+			wake, stop = c.cfg.Timer(max(c.idx[0].due.Sub(c.cfg.Now()), 0))
 		}
 		select {
 		case <-ctx.Done():
@@ -192,11 +206,13 @@ func (c *Controller) upsert(r *catalog.Resource) {
 		return
 	}
 	if e, ok := c.where[r.Name]; ok {
-		e.expires = *b.Spec.ExpiresAt
-		heap.Fix(&c.idx, e.index)
+		if !e.expires.Equal(*b.Spec.ExpiresAt) {
+			e.expires, e.due, e.failures = *b.Spec.ExpiresAt, *b.Spec.ExpiresAt, 0
+			heap.Fix(&c.idx, e.index)
+		}
 		return
 	}
-	e := &entry{name: r.Name, expires: *b.Spec.ExpiresAt}
+	e := &entry{name: r.Name, expires: *b.Spec.ExpiresAt, due: *b.Spec.ExpiresAt}
 	heap.Push(&c.idx, e)
 	c.where[r.Name] = e
 }
@@ -211,7 +227,7 @@ func (c *Controller) remove(name string) {
 // fireDue requests the deletion of every expired backup.
 func (c *Controller) fireDue(ctx context.Context) error {
 	now := c.cfg.Now()
-	for len(c.idx) > 0 && !c.idx[0].expires.After(now) {
+	for len(c.idx) > 0 && !c.idx[0].due.After(now) {
 		e := c.idx[0]
 		c.remove(e.name)
 		c.log.Info("backup expired; requesting its deletion", "backup", e.name, "expired", e.expires)
@@ -219,8 +235,15 @@ func (c *Controller) fireDue(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			// Leave it to the next rebuild; it is still Active.
-			c.log.Error("requesting deletion of expired backup", "backup", e.name, "error", err)
+			// It is still Active: try again after a backoff (a change
+			// to the backup, or its deletion, updates or drops the entry
+			// meanwhile).
+			e.failures++
+			wait := min(c.cfg.Retry<<min(e.failures-1, 20), c.cfg.MaxRetry)
+			e.due = now.Add(wait)
+			heap.Push(&c.idx, e)
+			c.where[e.name] = e
+			c.log.Error("requesting deletion of expired backup; retrying", "backup", e.name, "error", err, "retry_in", wait)
 			continue
 		}
 		c.requested++
@@ -229,15 +252,17 @@ func (c *Controller) fireDue(ctx context.Context) error {
 }
 
 type entry struct {
-	name    string
-	expires time.Time
-	index   int
+	name     string
+	expires  time.Time
+	due      time.Time // expires, or the next try after failures
+	failures int       // failed requests in a row
+	index    int
 }
 
 type expiryHeap []*entry
 
 func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
 func (h expiryHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j

@@ -2,6 +2,7 @@ package ttl_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -204,4 +205,50 @@ func TestTTLWaitsForABackupVeleroHasNotFinished(t *testing.T) {
 	}
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// TestFailedRequestIsRetriedWithBackoffNotLeftToTheSafetyScan: a request
+// that fails (the storage answering 503 while the deletion is requested,
+// issue 28's S3 fault test) is tried again after Retry, doubling, within
+// MaxRetry; the list is still read once (no rebuild, no safety scan).
+func TestFailedRequestIsRetriedWithBackoffNotLeftToTheSafetyScan(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := &countingStore{Store: openStore(t)}
+	addBackup(t, st, "expired", time.Now().Add(-time.Minute))
+
+	var calls []time.Time
+	requested := make(chan int, 10)
+	c, err := ttl.New(&ttl.Config{Store: st, Retry: 100 * time.Millisecond, MaxRetry: 300 * time.Millisecond,
+		Request: func(_ context.Context, name string) error {
+			calls = append(calls, time.Now())
+			requested <- len(calls)
+			if len(calls) < 4 {
+				return errors.New("storage: 503 Slow Down")
+			}
+			return nil
+		}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	for n := 1; n <= 4; n++ {
+		select {
+		case got := <-requested:
+			require.Equal(t, n, got)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("request %d never came: a failed request is not retried", n)
+		}
+	}
+	// Backoff: 100 ms, 200 ms, then capped at 300 ms.
+	for i, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond} {
+		require.GreaterOrEqual(t, calls[i+1].Sub(calls[i]), want, "wait before try %d", i+2)
+	}
+	select {
+	case n := <-requested:
+		t.Fatalf("request %d after one succeeded", n)
+	case <-time.After(500 * time.Millisecond):
+	}
+	cancel()
+	require.NoError(t, <-done)
+	require.EqualValues(t, 1, st.lists.Load(), "retried from the index, not by a rebuild")
 }

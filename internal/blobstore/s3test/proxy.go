@@ -8,11 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy stands between a client and a Server: it counts the requests, and
-// can cut a download short or answer 503 Slow Down, to test how a client
-// copes with a flaky network. Requests keep their Host header, so the
+// can cut a download short, answer 503 Slow Down, or fail every request
+// for a while, to test how a client copes with a flaky network and a
+// failing server. Requests keep their Host header, so the
 // client's signatures stay valid.
 type Proxy struct {
 	// URL is the Server's blobstore URL with the proxy as its endpoint.
@@ -20,10 +22,23 @@ type Proxy struct {
 
 	mu       sync.Mutex
 	backend  *url.URL
-	gets     []string // Range header of each GET of an object ("" for all of it)
-	lists    int      // listings (ListObjectsV2 pages)
-	cutAfter []int64  // cut the next GETs' bodies after so many bytes
-	unavail  int      // answer the next so many ranged GETs with 503
+	gets     []string  // Range header of each GET of an object ("" for all of it)
+	lists    int       // listings (ListObjectsV2 pages)
+	cutAfter []int64   // cut the next GETs' bodies after so many bytes
+	unavail  int       // answer the next so many ranged GETs with 503
+	failTill time.Time // answer every request with an error until then
+	failed   int       // requests answered so by failTill
+}
+
+// failures are the answers of FailUntil, in turn: what S3 answers when it
+// is broken, overloaded or throttling.
+var failures = []struct {
+	status int
+	code   string
+}{
+	{http.StatusInternalServerError, "InternalError"},
+	{http.StatusServiceUnavailable, "ServiceUnavailable"},
+	{http.StatusServiceUnavailable, "SlowDown"},
 }
 
 // NewProxy starts a proxy in front of s, stopped when the test ends.
@@ -59,6 +74,21 @@ func (p *Proxy) UnavailableOnResume(n int) {
 	p.unavail += n
 }
 
+// FailUntil makes every request, of any kind, answer 500 InternalError,
+// 503 ServiceUnavailable or 503 SlowDown (in turn) until t.
+func (p *Proxy) FailUntil(t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failTill = t
+}
+
+// Failed returns how many requests FailUntil answered with an error.
+func (p *Proxy) Failed() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed
+}
+
 // GETs returns the Range header of every GET of an object so far, in
 // order ("" for a GET of the whole object), 503s included.
 func (p *Proxy) GETs() []string {
@@ -88,6 +118,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	object := r.Method == http.MethodGet && strings.Count(strings.Trim(r.URL.Path, "/"), "/") >= 1 && !r.URL.Query().Has("list-type")
 	cut := int64(-1)
 	p.mu.Lock()
+	if time.Now().Before(p.failTill) {
+		f := failures[p.failed%len(failures)]
+		p.failed++
+		p.mu.Unlock()
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(f.status)
+		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>`+f.code+`</Code><Message>injected by s3test.Proxy</Message></Error>`)
+		return
+	}
 	unavailable := false
 	if r.URL.Query().Has("list-type") {
 		p.lists++

@@ -1,0 +1,69 @@
+package deletion_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/archive/archivetest"
+	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/catalog/catalogtest"
+	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/deletion/deletiontest"
+)
+
+// lapseAfterDelete is a catalog whose clock jumps past the leader's lease
+// right after a backup is moved to Deleting: the leader's next write
+// finds its term over.
+type lapseAfterDelete struct {
+	catalog.Store
+	clock *catalogtest.Clock
+}
+
+func (s *lapseAfterDelete) Delete(ctx context.Context, k catalog.Key, o catalog.DeleteOptions) (*catalog.Resource, error) {
+	r, err := s.Store.Delete(ctx, k, o)
+	s.clock.Advance(time.Minute)
+	return r, err
+}
+
+// TestACommittedRequestIsQueuedEvenIfTheLeadersTermEndsInBetween: the TTL
+// controller (a leader's loop, its writes fenced by its term) requests a
+// deletion: the backup goes to Deleting, then its work item is queued in
+// a second write. When the term ends between the two (issue 28's
+// PostgreSQL fault test saw it), the second write must not be refused:
+// the backup would be Deleting with no work item, stranded until the next
+// reconciliation, up to 15 minutes later. Queueing is idempotent and a
+// deletion runs only for a Deleting backup, so it needs no fence.
+func TestACommittedRequestIsQueuedEvenIfTheLeadersTermEndsInBetween(t *testing.T) {
+	clock := catalogtest.NewClock(catalogtest.Epoch)
+	var wrapped *lapseAfterDelete
+	e := deletiontest.New(t, deletiontest.Options{
+		Catalog: &catalog.Config{Now: clock.Now},
+		Deletion: func(c *deletion.Config) {
+			wrapped = &lapseAfterDelete{Store: c.Store.(catalog.Store), clock: clock}
+			c.Store = wrapped
+		},
+	})
+	var tarball bytes.Buffer
+	require.NoError(t, archivetest.WriteN(&tarball, 3, 100))
+	e.AddBackup("expired", &tarball, nil, nil)
+
+	ctx := catalog.WithActor(e.Ctx, "ttl")
+	l, err := e.Store.AcquireLeader(ctx, "lethe-server", "leader", 10*time.Second)
+	require.NoError(t, err)
+	ctx = catalog.WithLeaderFence(ctx, &catalog.LeaderFence{Name: "lethe-server", Holder: "leader", Term: l.Term})
+
+	_, err = e.Deleter.Delete(ctx, "expired", deletion.Options{Reason: "TTL expired", Async: true, Unattended: true})
+	require.NoError(t, err)
+	r, err := e.Store.Get(e.Ctx, backup.Key("expired"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseDeleting, r.Phase)
+	items, err := e.Store.ListWork(e.Ctx, deletion.Queue)
+	require.NoError(t, err)
+	require.Len(t, items, 1, "the Deleting backup has its work item")
+	require.Equal(t, r.UID, items[0].Key)
+}
