@@ -79,6 +79,10 @@ for p in "${pkgs[@]}"; do
   printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\nrun=%s\n' \
     "$(date -u +%Y-%m-%dT%H:%MZ)" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- "$p" || echo '+changes')" \
     "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "$excluded" "${SWEEP_RUN:-}" >"${out%.json}.env"
+  # gremlins counts a mutant that does not build (a string's + turned into
+  # -) as killed: viable rebuilds each killed arithmetic mutant and marks
+  # those that do not build NOT VIABLE.
+  (cd tools/gremlins && go run ./viable -root "$root" "$out")
 done
 
 (cd tools/gremlins && go run ./sweepreport -root "$root" -out "$root/docs/mutation-sweep.md")

@@ -223,7 +223,7 @@ and runs the package's own tests on it:
 - **timed out**: the tests ran past the timeout (the package's coverage run
   times the coefficient); usually a loop that no longer ends, counted
   neither way;
-- **not viable**: the mutant does not build.
+- **not viable**: the mutant does not build (gremlins counts a failed build as killed; tools/gremlins/viable rebuilds each killed arithmetic mutant after the run and moves those that do not build here).
 
 Efficacy is killed / (killed + lived), as gremlins counts it in the run.
 "Efficacy now" counts the mutants that lived in the run but are killed by a
