@@ -505,10 +505,10 @@ func (p *parser) metadata(v any) {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			p.fail(field, "invalid annotation key: use an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.'")
 		}
-		switch k {
-		case catalog.AnnotationDeletionScheduledAt:
-			p.fail(field, "set by Lethe when a deletion is scheduled, not by a manifest")
-		case catalog.AnnotationDeletionDelay:
+		// lethe.io/deletion-scheduled-at is Lethe's: taken as get prints
+		// it, and apply refuses it unless the stored resource has it
+		// (SetByLethe).
+		if k == catalog.AnnotationDeletionDelay {
 			if _, err := backup.ParseDuration(md.Annotations[k]); err != nil {
 				p.fail(field, "%v", err)
 			}
@@ -527,8 +527,6 @@ func (p *parser) metadata(v any) {
 		}
 		if errs := validation.IsQualifiedName(s); len(errs) > 0 || !strings.Contains(s, "/") {
 			p.fail(field, "invalid finalizer %q: use a domain-qualified name such as example.com/drain", s)
-		} else if strings.HasPrefix(s, "lethe.io/") {
-			p.fail(field, "finalizer %q is reserved: Lethe adds its own finalizers when a resource enters Deleting", s)
 		} else if slices.Contains(md.Finalizers, s) {
 			p.fail(field, "finalizer %q appears twice", s)
 		}
@@ -636,3 +634,35 @@ func (d *Document) DeletionDelay() (time.Duration, bool) {
 	dd, err := backup.ParseDuration(v)
 	return dd, err == nil
 }
+
+// LetheField is a field of a document that Lethe sets, not a manifest:
+// the lethe.io/deletion-scheduled-at annotation (Scheduled) or a
+// lethe.io/ finalizer (Deleting). The parser takes them, as lethe get
+// prints them; apply takes them back only as the stored resource holds
+// them (as kubectl apply ignores server-set fields that are what the
+// server holds), and refuses them otherwise.
+type LetheField struct {
+	// Field is its path in the document ("metadata.finalizers[1]").
+	Field string
+	// Annotation and Value, or Finalizer.
+	Annotation, Value, Finalizer string
+}
+
+// SetByLethe lists the fields of d that Lethe sets, in document order.
+func (d *Document) SetByLethe() []LetheField {
+	var out []LetheField
+	if v, ok := d.Metadata.Annotations[catalog.AnnotationDeletionScheduledAt]; ok {
+		out = append(out, LetheField{Field: fmt.Sprintf("metadata.annotations[%q]", catalog.AnnotationDeletionScheduledAt),
+			Annotation: catalog.AnnotationDeletionScheduledAt, Value: v})
+	}
+	for i, f := range d.Metadata.Finalizers {
+		if IsLetheFinalizer(f) {
+			out = append(out, LetheField{Field: fmt.Sprintf("metadata.finalizers[%d]", i), Finalizer: f})
+		}
+	}
+	return out
+}
+
+// IsLetheFinalizer reports whether f is one of Lethe's own finalizers
+// (lethe.io/...), which only Lethe adds.
+func IsLetheFinalizer(f string) bool { return strings.HasPrefix(f, "lethe.io/") }
