@@ -12,7 +12,8 @@ import (
 
 // pendingShop is a database with a grace window, a service held by its
 // own finalizer, and two bundles: one with a grace window, one whose
-// member holds its deletion with a finalizer.
+// members hold its deletion (one with a finalizer, one with its own
+// grace window, which its cascade Schedules).
 const pendingShop = `kind: Database
 metadata: {name: orders, namespace: shop, labels: {team: db}, annotations: {lethe.io/deletion-delay: 1h}}
 spec: {size: 10}
@@ -34,6 +35,8 @@ spec:
   resources:
   - name: queue
     object: {kind: Queue, metadata: {namespace: shop, finalizers: [example.com/drain]}, spec: {size: 1}}
+  - name: spare
+    object: {kind: Queue, metadata: {namespace: shop, annotations: {lethe.io/deletion-delay: 1h}}, spec: {size: 2}}
 `
 
 // schedulePendingShop applies pendingShop and puts each of its resources
@@ -69,6 +72,7 @@ func TestGetYAMLOfAResourcePendingDeletionAppliesBackUnchanged(t *testing.T) {
 	require.Contains(t, e.ok("get", "bundle", "front", "-o", "yaml").stdout, "lethe.io/deletion-scheduled-at")
 	require.Contains(t, e.ok("get", "bundle", "back", "-o", "yaml").stdout, "phase: Deleting")
 	require.Contains(t, e.ok("get", "Queue", "queue", "-n", "shop", "-o", "yaml").stdout, "phase: Deleting")
+	require.Contains(t, e.ok("get", "Queue", "spare", "-n", "shop", "-o", "yaml").stdout, "lethe.io/deletion-scheduled-at")
 	for _, args := range [][]string{
 		{"get", "Database", "orders", "-n", "shop"},
 		{"get", "Service", "web", "-n", "shop"},
@@ -76,6 +80,7 @@ func TestGetYAMLOfAResourcePendingDeletionAppliesBackUnchanged(t *testing.T) {
 		{"get", "bundle", "back"},
 		{"get", "Cache", "cache", "-n", "shop"},
 		{"get", "Queue", "queue", "-n", "shop"},
+		{"get", "Queue", "spare", "-n", "shop"},
 		{"get", "bundles"},
 		{"get", "services", "-A"},
 	} {
