@@ -111,8 +111,9 @@ func TestBackupDescribeDetailsListsResourcesSnapshotsAndPluginOutcomes(t *testin
 
 // TestBackupDescribeDetailsIsBounded: at most 20 names per resource type
 // are listed, then "… and N more" (the count is whole); a backup without
-// native snapshots says so; a missing tarball is said in the list's
-// place and the rest is still shown; --details describes one backup.
+// native snapshots says so; a tarball that is not the one registered, or
+// none, is said in the list's place and the rest is still shown;
+// --details describes one backup.
 func TestBackupDescribeDetailsIsBounded(t *testing.T) {
 	e := newEnv(t)
 	e.create("big", 7*25) // 25 items of each of 7 types
@@ -131,9 +132,16 @@ func TestBackupDescribeDetailsIsBounded(t *testing.T) {
 	}
 	assert.Contains(t, e.ok("backup", "describe", "--help").stdout, "at most 20 names per resource type")
 
+	// Another tarball in its place is not listed as the backup's.
 	var spec backupJSON
 	require.NoError(t, json.Unmarshal([]byte(e.ok("backup", "get", "big", "-o", "json").stdout), &spec))
-	require.NoError(t, os.Remove(filepath.Join(e.storageDir(), spec.Spec.StorageKey)))
+	tarball := filepath.Join(e.storageDir(), spec.Spec.StorageKey)
+	copyFile(t, e.writeTarball("other", 3), tarball, 0o640)
+	out = e.ok("backup", "describe", "big", "--details").stdout
+	assert.Regexp(t, `\nResource List:  <tarball backups/big/big.tar.gz is not the one registered \(sha256 [0-9a-f]+, registered `+spec.Spec.Digest+`\)>\n`, out)
+	assert.NotContains(t, out, "pod-0", out)
+
+	require.NoError(t, os.Remove(tarball))
 	out = e.ok("backup", "describe", "big", "--details").stdout
 	assert.Regexp(t, `\nResource List:  <tarball .*not found.*>\n`, out)
 	assert.Contains(t, out, "\nPlugin Outcomes:  <no deletion ran>\n", out)
