@@ -468,20 +468,7 @@ func newBackupGetCmd(a *app) *cobra.Command {
 			return err
 		}
 		if *details {
-			d, err := a.backupDetails(ctx, v)
-			if err != nil {
-				return err
-			}
-			if structured(*out) {
-				o, err := toObject(backup.Kind, v.object())
-				if err != nil {
-					return err
-				}
-				return printObject(a.s.Out, *out, BackupDescriptionKind, backupDescriptionView{Resource: o, Details: d})
-			}
-			a.printBackup(v)
-			printBackupDetails(a.s.Out, d)
-			return nil
+			return a.describeBackupDetails(ctx, v, *out)
 		}
 		if structured(*out) {
 			return printObject(a.s.Out, *out, backup.Kind, v.object())

@@ -19,6 +19,25 @@ type backupDescriptionView struct {
 	Details  *backup.Details `json:"details"`
 }
 
+// describeBackupDetails prints 'backup describe NAME --details': v's
+// description and its details, or a BackupDescription.
+func (a *app) describeBackupDetails(ctx context.Context, v *backupView, format string) error {
+	d, err := a.backupDetails(ctx, v)
+	if err != nil {
+		return err
+	}
+	if structured(format) {
+		o, err := toObject(backup.Kind, v.object())
+		if err != nil {
+			return err
+		}
+		return printObject(a.s.Out, format, BackupDescriptionKind, backupDescriptionView{Resource: o, Details: d})
+	}
+	a.printBackup(v)
+	printBackupDetails(a.s.Out, d)
+	return nil
+}
+
 // backupDetails reads what --details adds to v's description: its
 // tarball's resource list and its native volume snapshots from its
 // location, and its deletion's outcomes (backup.ReadDetails).
