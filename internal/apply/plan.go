@@ -30,8 +30,9 @@ type item struct {
 	change *Change
 	// deps are the planned items this one's owners are.
 	deps []*item
-	// skipped by the sync filter: nothing is written for it (nor, for a
-	// bundle, for its members).
+	// skipped: left as it is by the sync filter (reported skipped, or
+	// unchanged when its document is the stored resource): nothing is
+	// written for it (nor, for a bundle, for its members).
 	skipped bool
 	// visited by write's walk, owners first.
 	visited bool
@@ -46,6 +47,11 @@ type item struct {
 	// which they differ (kept.go).
 	readOnly bool
 	diff     field
+	// asStored: the document is the stored resource (lethefields.go);
+	// letheErr refuses a field Lethe sets that the stored resource does
+	// not hold as the document gives it.
+	asStored bool
+	letheErr error
 }
 
 // readChunk is how many documents' stored resources the plan reads and
@@ -170,8 +176,10 @@ func (e *Engine) read(ctx context.Context, items []*item) error {
 		return err
 	}
 	for i, it := range items {
+		it.letheErr = letheFieldsErr(it, curs[i])
 		if cur := curs[i]; cur != nil {
 			it.sameBody = sameBody(cur, it.doc)
+			it.asStored = asStored(it, cur)
 			if it.readOnly = it.isReadOnly(cur.Owners); it.readOnly {
 				it.diff = firstDiff(cur, it.doc)
 			}
@@ -324,12 +332,18 @@ func bundleOwner(owners []catalog.OwnerRef) (catalog.OwnerRef, bool) {
 
 func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 	d, cur, ch := it.doc, it.cur, it.change
+	if it.letheErr != nil {
+		return it.letheErr
+	}
 	// The sync filter, and what bundles own.
 	if it.bundle != nil && it.bundle.skipped {
 		it.skipped = true
 		ch.Action, ch.Reason = Skipped, fmt.Sprintf("its bundle is %s", it.bundle.cur.Phase)
 		if cur != nil {
 			ch.UID, ch.Phase, ch.ResourceVersion = cur.UID, cur.Phase, cur.ResourceVersion
+			if it.asStored {
+				ch.Action, ch.Reason = Unchanged, ""
+			}
 		}
 		return nil
 	}
@@ -351,7 +365,19 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 		o, owned := bundleOwner(cur.Owners)
 		adopt := it.bundle != nil && cur.Phase == catalog.PhaseScheduled && owned && it.bundle.cur != nil && o.UID == it.bundle.cur.UID
 		if cur.Phase != catalog.PhaseActive && !adopt {
+			// Nothing is written for it (nor for a bundle's members, and
+			// no member is pruned); a document that is the stored
+			// resource, what get prints of it, is unchanged. A member
+			// that its Active bundle lists is skipped: the bundle asks
+			// for it back, and apply does not bring it back.
 			it.skipped = true
+			if it.asStored && it.bundle == nil {
+				if o, member := bundleOwner(cur.Owners); member && it.readOnly {
+					ch.Bundle = catalog.Key{Kind: manifest.KindBundle, Name: o.Name}.String()
+				}
+				ch.Action = Unchanged
+				return nil
+			}
 			ch.Action = Skipped
 			if cur.Phase == catalog.PhaseScheduled {
 				ch.Reason = fmt.Sprintf("Scheduled for deletion at %s: apply does not change it (undelete it first)", cur.DeletionDueAt.UTC().Format(time.RFC3339))

@@ -433,15 +433,20 @@ func newBackupGetCmd(a *app) *cobra.Command {
 		Short:   "Show backups: their phase, storage, and what their deletion did so far (alias: describe); with no name, list them",
 		Example: `  lethe backup get nightly-0412
   lethe backup describe nightly-0412
+  lethe backup describe nightly-0412 --details
   lethe backup get nightly-0412 -o yaml
   lethe backup get nightly-0412 nightly-0413
   lethe backup get`,
 		Args: cobra.ArbitraryArgs,
 	}
 	out := outputFlag(c, "table")
+	details := c.Flags().Bool("details", false, fmt.Sprintf("describe one backup in full, as velero backup describe --details: also its resource list read from its tarball (at most %d names per resource type, then '… and N more'), its native volume snapshots, and each plugin's item outcomes once a deletion ran (at most %d unsettled items each); -o json|yaml prints a %s", backup.DefaultDetailNames, backup.DefaultDetailNames, BackupDescriptionKind))
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
 			return err
+		}
+		if *details && len(args) != 1 {
+			return usageError{errors.New("--details describes one backup: give its NAME")}
 		}
 		if len(args) != 1 {
 			return a.backupGetMany(cmd, args, *out) // as velero backup get
@@ -461,6 +466,9 @@ func newBackupGetCmd(a *app) *cobra.Command {
 		v, err := a.backupView(ctx, r, true)
 		if err != nil {
 			return err
+		}
+		if *details {
+			return a.describeBackupDetails(ctx, v, *out)
 		}
 		if structured(*out) {
 			return printObject(a.s.Out, *out, backup.Kind, v.object())

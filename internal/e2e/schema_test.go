@@ -127,6 +127,7 @@ func TestOutputSchemaIsOneShapePerCommand(t *testing.T) {
 		{"delete-file-plan", "CascadePlanList", []string{"delete", "-f", shop, "--dry-run", "-o", "json"}, 0},
 		{"backup-get", "Backup", []string{"backup", "get", "b1", "-o", "json"}, 0},
 		{"backup-list", "BackupList", []string{"backup", "list", "-o", "json"}, 0},
+		{"backup-describe-details", "BackupDescription", []string{"backup", "describe", "b1", "--details", "-o", "json"}, 0},
 		{"backup-delete-plan", "DeletionPlan", []string{"backup", "delete", "b1", "--dry-run", "-o", "json"}, 0},
 		{"backup-delete-plans", "DeletionPlanList", []string{"backup", "delete", "-l", "team=db", "--dry-run", "-o", "json"}, 0},
 		{"backup-delete-none", "DeletionPlanList", []string{"backup", "delete", "-l", "team=none", "--dry-run", "-o", "json"}, 0},

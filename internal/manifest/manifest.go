@@ -505,10 +505,10 @@ func (p *parser) metadata(v any) {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			p.fail(field, "invalid annotation key: use an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.'")
 		}
-		switch k {
-		case catalog.AnnotationDeletionScheduledAt:
-			p.fail(field, "set by Lethe when a deletion is scheduled, not by a manifest")
-		case catalog.AnnotationDeletionDelay:
+		// lethe.io/deletion-scheduled-at is Lethe's: taken as get prints
+		// it, and apply refuses it unless the stored resource has it
+		// (SetByLethe).
+		if k == catalog.AnnotationDeletionDelay {
 			if _, err := backup.ParseDuration(md.Annotations[k]); err != nil {
 				p.fail(field, "%v", err)
 			}
@@ -527,8 +527,6 @@ func (p *parser) metadata(v any) {
 		}
 		if errs := validation.IsQualifiedName(s); len(errs) > 0 || !strings.Contains(s, "/") {
 			p.fail(field, "invalid finalizer %q: use a domain-qualified name such as example.com/drain", s)
-		} else if strings.HasPrefix(s, "lethe.io/") {
-			p.fail(field, "finalizer %q is reserved: Lethe adds its own finalizers when a resource enters Deleting", s)
 		} else if slices.Contains(md.Finalizers, s) {
 			p.fail(field, "finalizer %q appears twice", s)
 		}

@@ -125,7 +125,6 @@ func TestParseRefusals(t *testing.T) {
 		{"bad label value", "kind: Database\nmetadata: {name: a, labels: {team: 'a b'}}", `metadata.labels["team"]: invalid label value "a b"`},
 		{"label not string", "kind: Database\nmetadata: {name: a, labels: {n: 1}}", `metadata.labels["n"]: want a string, got a number`},
 		{"bad delay", "kind: Database\nmetadata: {name: a, annotations: {lethe.io/deletion-delay: soon}}", `metadata.annotations["lethe.io/deletion-delay"]: invalid duration "soon"`},
-		{"scheduled-at", "kind: Database\nmetadata: {name: a, annotations: {lethe.io/deletion-scheduled-at: x}}", `set by Lethe`},
 		{"bad policy", "kind: Database\nmetadata: {name: a}\nreferences: [{kind: Disk, name: d, onTargetDelete: keep}]", `references[0].onTargetDelete: invalid policy "keep"`},
 		{"no policy", "kind: Database\nmetadata: {name: a}\nreferences: [{kind: Disk, name: d}]", `references[0].onTargetDelete: required`},
 		{"self reference", "kind: Database\nmetadata: {name: a}\nreferences: [{kind: Database, name: a, onTargetDelete: block}]", `references[0]: a resource cannot reference itself`},
@@ -137,7 +136,6 @@ func TestParseRefusals(t *testing.T) {
 		{"apiVersion", "apiVersion: v1\nkind: Database\nmetadata: {name: a}", `apiVersion: want lethe.io/v1 (or leave it out), got v1`},
 		{"generation", "kind: Database\nmetadata: {name: a, generation: 2}", `metadata.generation: unknown field (set by Lethe`},
 		{"list apiVersion", "apiVersion: v2\nkind: DatabaseList\nitems: []", `apiVersion: want lethe.io/v1`},
-		{"reserved finalizer", "kind: Database\nmetadata: {name: a, finalizers: [lethe.io/cascade]}", `metadata.finalizers[0]: finalizer "lethe.io/cascade" is reserved`},
 		{"bare finalizer", "kind: Database\nmetadata: {name: a, finalizers: [drain]}", `metadata.finalizers[0]: invalid finalizer "drain"`},
 		{"spec list", "kind: Database\nmetadata: {name: a}\nspec: [1]", `spec: want a mapping, got a list`},
 		{"bad rv", "kind: Database\nmetadata: {name: a, resourceVersion: abc}", `metadata.resourceVersion: want a number`},
@@ -300,4 +298,25 @@ spec:
 			assert.Contains(t, err.Error(), "m.yaml, document 1 (Bundle/shop)")
 		})
 	}
+}
+
+// TestLetheSetFieldsAreTakenAndListed: the parser takes what lethe get
+// prints of a resource pending deletion (the deletion-scheduled-at
+// annotation, lethe.io/ finalizers), keeps them in the document, and
+// SetByLethe names each, so that apply can compare them with the stored
+// resource; a user's own finalizers are not among them.
+func TestLetheSetFieldsAreTakenAndListed(t *testing.T) {
+	ds, err := parse(t, "kind: Database\nmetadata:\n  name: a\n  annotations: {lethe.io/deletion-scheduled-at: '2026-01-02T03:04:05Z', team: db}\n  finalizers: [example.com/drain, lethe.io/cascade]\n")
+	require.NoError(t, err)
+	d := ds[0]
+	assert.Equal(t, []string{"example.com/drain", catalog.FinalizerCascade}, d.Metadata.Finalizers)
+	assert.Equal(t, []manifest.LetheField{
+		{Field: `metadata.annotations["lethe.io/deletion-scheduled-at"]`, Annotation: catalog.AnnotationDeletionScheduledAt, Value: "2026-01-02T03:04:05Z"},
+		{Field: "metadata.finalizers[1]", Finalizer: catalog.FinalizerCascade},
+	}, d.SetByLethe())
+	ds, err = parse(t, "kind: Database\nmetadata: {name: a, finalizers: [example.com/drain], annotations: {lethe.io/deletion-delay: 1h}}\n")
+	require.NoError(t, err)
+	assert.Empty(t, ds[0].SetByLethe())
+	_, err = parse(t, "kind: Database\nmetadata: {name: a, finalizers: [lethe.io/cascade, lethe.io/cascade]}\n")
+	assert.ErrorContains(t, err, `finalizer "lethe.io/cascade" appears twice`)
 }
