@@ -13,7 +13,13 @@
 # package) not to mutate, recorded in the report (e.g. a file another branch
 # is rewriting). SWEEP_PART: keep this run as mutants/sweep/<package>.<part>.json
 # beside the package's other parts (runs over other files, at their own
-# commits); the report sums a package's parts. Exported
+# commits); the report sums a package's parts. SWEEP_TESTS: space-separated
+# packages whose tests judge the package instead of its own (for
+# internal/catalog/internal/sqlstore, the drivers that run the conformance
+# suite, the default for that package): gremlins then runs in --integration
+# mode with --coverpkg set to the package, and a `go` wrapper first on PATH
+# narrows its `go test ./...` (the coverage run and each mutant's run) to
+# those packages. Exported
 # LETHE_TEST_POSTGRES_URL reaches the tests, as in make test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +28,7 @@ root=$(pwd)
 pkgs=("$@")
 if [ ${#pkgs[@]} -eq 0 ]; then
   pkgs=(internal/gc internal/retry internal/softdelete internal/apply internal/leader
-        internal/deletion internal/velero internal/manifest internal/catalog)
+        internal/deletion internal/velero internal/manifest internal/catalog/internal/sqlstore)
 fi
 mkdir -p mutants/sweep
 coef=${SWEEP_TIMEOUT_COEFFICIENT:-8}
@@ -31,7 +37,9 @@ exclude=()
 for e in ${SWEEP_EXCLUDE:-}; do exclude+=(--exclude-files "$e"); done
 # Each mutant's test binary is linked afresh: without DWARF it links sooner.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w"
-
+realgo=$(command -v go)
+shim=$(mktemp -d "${TMPDIR:-/tmp}/lethe-sweep-go-XXXXXX")
+trap 'rm -rf "$shim"' EXIT
 for p in "${pkgs[@]}"; do
   p=${p#./}
   p=${p%/}
@@ -45,12 +53,31 @@ for p in "${pkgs[@]}"; do
   start=$(date +%s)
   # Mutators: gremlins' defaults (arithmetic, conditional boundaries and
   # negations, ++/--, negatives) plus && <-> ||, the shape of most rules.
-  (cd "$p" && "${gremlins[@]}" unleash --workers 1 --timeout-coefficient "$coef" \
-    --invert-logical "${exclude[@]}" --output "$out.tmp")
+  # The catalog's SQL-side rules live in sqlstore, which the drivers'
+  # conformance suite (internal/catalog/catalogtest) tests.
+  tests=${SWEEP_TESTS:-}
+  if [ -z "$tests" ] && [ "$p" = internal/catalog/internal/sqlstore ]; then
+    tests="internal/catalog/sqlite internal/catalog/postgres"
+  fi
+  integration=()
+  path=$PATH
+  if [ -n "$tests" ]; then
+    integration=(--integration --coverpkg "./$p")
+    # gremlins' integration mode runs `go test ... ./...` from the module
+    # root (for coverage and for each mutant); this wrapper, first on PATH,
+    # runs the judging packages instead.
+    judges=$(for t in $tests; do printf ' ./%s' "${t#./}"; done)
+    printf '#!/usr/bin/env bash\nif [ "${1:-}" = test ] && [ "${@: -1}" = ./... ]; then\n  set -- "${@:1:$#-1}"%s\nfi\nexec %q "$@"\n' \
+      "$judges" "$realgo" >"$shim/go"
+    chmod +x "$shim/go"
+    path="$shim:$PATH"
+  fi
+  (cd "$p" && PATH=$path "${gremlins[@]}" unleash --workers 1 --timeout-coefficient "$coef" \
+    --invert-logical "${integration[@]}" "${exclude[@]}" --output "$out.tmp")
   mv "$out.tmp" "$out"
-  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\n' \
+  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\ntests=%s\n' \
     "$(date -u +%Y-%m-%dT%H:%MZ)" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- "$p" || echo '+changes')" \
-    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "${SWEEP_EXCLUDE:-}" >"${out%.json}.env"
+    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "${SWEEP_EXCLUDE:-}" "$tests" >"${out%.json}.env"
 done
 
 (cd tools/gremlins && go run ./sweepreport -root "$root" -out "$root/docs/mutation-sweep.md")

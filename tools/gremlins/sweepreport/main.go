@@ -20,7 +20,7 @@ import (
 // packages are the packages the sweep covers, in the report's order.
 var packages = []string{
 	"internal/gc", "internal/retry", "internal/softdelete", "internal/apply", "internal/leader",
-	"internal/deletion", "internal/velero", "internal/manifest", "internal/catalog",
+	"internal/deletion", "internal/velero", "internal/manifest", "internal/catalog/internal/sqlstore",
 }
 
 // result is the part of gremlins' JSON output the report uses.
