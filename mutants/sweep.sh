@@ -32,7 +32,6 @@ if [ ${#pkgs[@]} -eq 0 ]; then
 fi
 mkdir -p mutants/sweep
 coef=${SWEEP_TIMEOUT_COEFFICIENT:-8}
-gremlins=(go tool -modfile="$root/tools/gremlins/go.mod" gremlins)
 exclude=()
 for e in ${SWEEP_EXCLUDE:-}; do exclude+=(--exclude-files "$e"); done
 # Each mutant's test binary is linked afresh: without DWARF it links sooner.
@@ -40,6 +39,11 @@ export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w"
 realgo=$(command -v go)
 shim=$(mktemp -d "${TMPDIR:-/tmp}/lethe-sweep-go-XXXXXX")
 trap 'rm -rf "$shim"' EXIT
+# gremlins is built and run as its own binary, not through `go tool`: the go
+# command puts GOROOT/bin first on its children's PATH, which would hide the
+# wrapper below.
+(cd tools/gremlins && go build -o "$shim/bin/gremlins" github.com/go-gremlins/gremlins/cmd/gremlins)
+gremlins=("$shim/bin/gremlins")
 for p in "${pkgs[@]}"; do
   p=${p#./}
   p=${p%/}
@@ -67,10 +71,11 @@ for p in "${pkgs[@]}"; do
     # root (for coverage and for each mutant); this wrapper, first on PATH,
     # runs the judging packages instead.
     judges=$(for t in $tests; do printf ' ./%s' "${t#./}"; done)
+    mkdir -p "$shim/go-wrapper"
     printf '#!/usr/bin/env bash\nif [ "${1:-}" = test ] && [ "${@: -1}" = ./... ]; then\n  set -- "${@:1:$#-1}"%s\nfi\nexec %q "$@"\n' \
-      "$judges" "$realgo" >"$shim/go"
-    chmod +x "$shim/go"
-    path="$shim:$PATH"
+      "$judges" "$realgo" >"$shim/go-wrapper/go"
+    chmod +x "$shim/go-wrapper/go"
+    path="$shim/go-wrapper:$PATH"
   fi
   (cd "$p" && PATH=$path "${gremlins[@]}" unleash --workers 1 --timeout-coefficient "$coef" \
     --invert-logical "${integration[@]}" "${exclude[@]}" --output "$out.tmp")
