@@ -35,7 +35,9 @@ coef=${SWEEP_TIMEOUT_COEFFICIENT:-8}
 exclude=()
 for e in ${SWEEP_EXCLUDE:-}; do exclude+=(--exclude-files "$e"); done
 # Each mutant's test binary is linked afresh: without DWARF it links sooner.
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w"
+# -count=1: the coverage run's time sets every mutant's timeout, so it must
+# not be a result read from the test cache.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w -count=1"
 realgo=$(command -v go)
 shim=$(mktemp -d "${TMPDIR:-/tmp}/lethe-sweep-go-XXXXXX")
 trap 'rm -rf "$shim"' EXIT
