@@ -79,6 +79,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ConcurrentClaims", func(t *testing.T) { testConcurrentClaims(t, newStore) })
 	t.Run("ChangeFeed", func(t *testing.T) { testChangeFeed(t, newStore) })
 	t.Run("ChangeFeedConcurrentWriters", func(t *testing.T) { testFeedConcurrent(t, newStore) })
+	t.Run("ChangeFeedDeliversABacklogLongerThanOneReadAtOnce", func(t *testing.T) { testFeedDeliversABacklogLongerThanOneReadAtOnce(t, newStore) })
 	t.Run("CloseEndsSubscriptions", func(t *testing.T) { testCloseEndsSubscriptions(t, newStore) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, newStore) })
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, newStore) })
