@@ -92,6 +92,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("CollectBatchReplacesTombstone", func(t *testing.T) { testCollectBatchReplacesTombstone(t, newStore) })
 	t.Run("PurgeTakesTheEdges", func(t *testing.T) { testPurgeTakesTheEdges(t, newStore) })
 	t.Run("PurgeRemovesItsFinalizer", func(t *testing.T) { testPurgeRemovesItsFinalizer(t, newStore) })
+	t.Run("ForcedPurgeAuditsExactlyTheFinalizersItSkipped", func(t *testing.T) { testForcedPurgeAuditsExactlyTheFinalizersItSkipped(t, newStore) })
 	t.Run("CollectBatchConcurrentWriters", func(t *testing.T) { testCollectBatchConcurrentWriters(t, newStore) })
 	t.Run("LeaderLease", func(t *testing.T) { testLeaderLease(t, newStore) })
 	t.Run("LeaderLeaseRace", func(t *testing.T) { testLeaderLeaseRace(t, newStore) })
