@@ -85,6 +85,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, newStore) })
 	t.Run("FenceByEpoch", func(t *testing.T) { testFenceByEpoch(t, newStore) })
 	t.Run("FencedResourceWrites", func(t *testing.T) { testFencedResourceWrites(t, newStore) })
+	t.Run("AFenceWithoutItsIDOrHolderIsInvalid", func(t *testing.T) { testAFenceWithoutItsIDOrHolderIsInvalid(t, newStore) })
 	t.Run("RetryQueue", func(t *testing.T) { testRetryQueue(t, newStore) })
 	t.Run("ConcurrentRetryClaims", func(t *testing.T) { testConcurrentRetryClaims(t, newStore) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, newStore) })
