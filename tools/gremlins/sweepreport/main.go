@@ -236,6 +236,7 @@ is equivalent (no test can tell it from the original) or decides no rule.
 The hand-written mutants in ` + "`mutants/`" + ` (` + "`make mutants`" + `, in CI) cover
 the rules a one-token change cannot express.
 
+<!-- doctest: skip it mutation-tests the engines for hours and rewrites mutants/sweep -->
 ` + "```sh" + `
 make mutation-sweep                                   # every package below (hours on 2 cores)
 make mutation-sweep SWEEP_PKGS="internal/softdelete"  # one package; the others keep their last result
