@@ -17,7 +17,13 @@
 # file names of the package to mutate, the others excluded as SWEEP_EXCLUDE
 # does (and listed in the report the same way). SWEEP_RUN: a go test -run
 # regexp, so only those tests run on the coverage step and on each mutant
-# (recorded in the report). Exported LETHE_TEST_POSTGRES_URL reaches the
+# (recorded in the report). SWEEP_TESTS: space-separated packages whose
+# tests judge the package instead of its own (for
+# internal/catalog/internal/sqlstore, the drivers that run the conformance
+# suite, the default for that package): gremlins then runs in --integration
+# mode with --coverpkg set to the package, and a `go` wrapper first on PATH
+# narrows its `go test ./...` (the coverage run and each mutant's run) to
+# those packages (recorded). Exported LETHE_TEST_POSTGRES_URL reaches the
 # tests, as in make test; unset it to sweep on SQLite only (recorded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,11 +32,10 @@ root=$(pwd)
 pkgs=("$@")
 if [ ${#pkgs[@]} -eq 0 ]; then
   pkgs=(internal/gc internal/retry internal/softdelete internal/apply internal/leader
-        internal/deletion internal/velero internal/manifest internal/catalog)
+        internal/deletion internal/velero internal/manifest internal/catalog/internal/sqlstore)
 fi
 mkdir -p mutants/sweep
 coef=${SWEEP_TIMEOUT_COEFFICIENT:-8}
-gremlins=(go tool -modfile="$root/tools/gremlins/go.mod" gremlins)
 exclude=()
 for e in ${SWEEP_EXCLUDE:-}; do exclude+=(--exclude-files "$e"); done
 # Each mutant's test binary is linked afresh: without DWARF it links sooner.
@@ -39,6 +44,14 @@ for e in ${SWEEP_EXCLUDE:-}; do exclude+=(--exclude-files "$e"); done
 # gremlins runs go test with the environment it was given, so a -run in
 # GOFLAGS reaches the coverage run and every mutant's run alike.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w -count=1${SWEEP_RUN:+ -run=$SWEEP_RUN}"
+realgo=$(command -v go)
+shim=$(mktemp -d "${TMPDIR:-/tmp}/lethe-sweep-go-XXXXXX")
+trap 'rm -rf "$shim"' EXIT
+# gremlins is built and run as its own binary, not through `go tool`: the go
+# command puts GOROOT/bin first on its children's PATH, which would hide the
+# wrapper below.
+(cd tools/gremlins && go build -o "$shim/bin/gremlins" github.com/go-gremlins/gremlins/cmd/gremlins)
+gremlins=("$shim/bin/gremlins")
 
 for p in "${pkgs[@]}"; do
   p=${p#./}
@@ -65,8 +78,28 @@ for p in "${pkgs[@]}"; do
   start=$(date +%s)
   # Mutators: gremlins' defaults (arithmetic, conditional boundaries and
   # negations, ++/--, negatives) plus && <-> ||, the shape of most rules.
-  (cd "$p" && "${gremlins[@]}" unleash --workers 1 --timeout-coefficient "$coef" \
-    --invert-logical ${pexclude[@]+"${pexclude[@]}"} --output "$out.tmp")
+  # The catalog's SQL-side rules live in sqlstore, which the drivers'
+  # conformance suite (internal/catalog/catalogtest) tests.
+  tests=${SWEEP_TESTS:-}
+  if [ -z "$tests" ] && [ "$p" = internal/catalog/internal/sqlstore ]; then
+    tests="internal/catalog/sqlite internal/catalog/postgres"
+  fi
+  integration=()
+  path=$PATH
+  if [ -n "$tests" ]; then
+    integration=(--integration --coverpkg "./$p")
+    # gremlins' integration mode runs `go test ... ./...` from the module
+    # root (for coverage and for each mutant); this wrapper, first on PATH,
+    # runs the judging packages instead.
+    judges=$(for t in $tests; do printf ' ./%s' "${t#./}"; done)
+    mkdir -p "$shim/go-wrapper"
+    printf '#!/usr/bin/env bash\nif [ "${1:-}" = test ] && [ "${@: -1}" = ./... ]; then\n  set -- "${@:1:$#-1}"%s\nfi\nexec %q "$@"\n' \
+      "$judges" "$realgo" >"$shim/go-wrapper/go"
+    chmod +x "$shim/go-wrapper/go"
+    path="$shim/go-wrapper:$PATH"
+  fi
+  (cd "$p" && PATH=$path "${gremlins[@]}" unleash --workers 1 --timeout-coefficient "$coef" \
+    --invert-logical ${integration[@]+"${integration[@]}"} ${pexclude[@]+"${pexclude[@]}"} --output "$out.tmp")
   # A coverage step that found no test (go test matched no package, as in
   # a tree of symbolic links) leaves every mutant NOT COVERED: that is no
   # sweep, and it must not replace the package's result.
@@ -76,9 +109,9 @@ for p in "${pkgs[@]}"; do
     exit 1
   fi
   mv "$out.tmp" "$out"
-  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\nrun=%s\n' \
+  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\nrun=%s\ntests=%s\n' \
     "$(date -u +%Y-%m-%dT%H:%MZ)" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- "$p" || echo '+changes')" \
-    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "$excluded" "${SWEEP_RUN:-}" >"${out%.json}.env"
+    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "$excluded" "${SWEEP_RUN:-}" "$tests" >"${out%.json}.env"
   # gremlins counts a mutant that does not build (a string's + turned into
   # -) as killed: viable rebuilds each killed arithmetic mutant and marks
   # those that do not build NOT VIABLE.

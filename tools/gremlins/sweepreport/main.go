@@ -20,7 +20,7 @@ import (
 // packages are the packages the sweep covers, in the report's order.
 var packages = []string{
 	"internal/gc", "internal/retry", "internal/softdelete", "internal/apply", "internal/leader",
-	"internal/deletion", "internal/velero", "internal/manifest", "internal/catalog",
+	"internal/deletion", "internal/velero", "internal/manifest", "internal/catalog/internal/sqlstore",
 }
 
 // result is the part of gremlins' JSON output the report uses.
@@ -216,7 +216,11 @@ const header = `# Mutation sweep
 (pinned in ` + "`tools/gremlins/go.mod`" + `) over the engines, one package at a
 time with one worker, and writes this file. Each mutant changes one token
 (` + "`<` to `<=`, `==` to `!=`, `&&` to `||`, `+` to `-`, ++ to --" + `, a sign)
-and runs the package's own tests on it:
+and runs the package's own tests on it (for
+` + "`internal/catalog/internal/sqlstore`" + `, the catalog's SQL side, the tests
+that judge it are the drivers': the conformance suite that
+` + "`internal/catalog/sqlite` and `internal/catalog/postgres`" + ` run; see
+` + "`SWEEP_TESTS`" + ` in ` + "`mutants/sweep.sh`" + `):
 
 - **killed**: a test failed; **lived**: every test passed;
 - **not covered**: no test of the package runs that line, so it is not tried;
