@@ -13,7 +13,9 @@
 # package) not to mutate, recorded in the report (e.g. a file another branch
 # is rewriting). SWEEP_PART: keep this run as mutants/sweep/<package>.<part>.json
 # beside the package's other parts (runs over other files, at their own
-# commits); the report sums a package's parts. Exported
+# commits); the report sums a package's parts. SWEEP_SKIP: a go test -skip
+# regexp of tests not run (for the coverage run and every mutant), recorded in
+# the report (e.g. slow tests of files not swept). Exported
 # LETHE_TEST_POSTGRES_URL reaches the tests, as in make test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,8 @@ exclude=()
 for e in ${SWEEP_EXCLUDE:-}; do exclude+=(--exclude-files "$e"); done
 # Each mutant's test binary is linked afresh: without DWARF it links sooner.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w"
+# gremlins runs go test with no test filter of its own; GOFLAGS carries it.
+if [ -n "${SWEEP_SKIP:-}" ]; then export GOFLAGS="$GOFLAGS -skip=$SWEEP_SKIP"; fi
 
 for p in "${pkgs[@]}"; do
   p=${p#./}
@@ -48,9 +52,9 @@ for p in "${pkgs[@]}"; do
   (cd "$p" && "${gremlins[@]}" unleash --workers 1 --timeout-coefficient "$coef" \
     --invert-logical "${exclude[@]}" --output "$out.tmp")
   mv "$out.tmp" "$out"
-  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\n' \
+  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\nskipped=%s\n' \
     "$(date -u +%Y-%m-%dT%H:%MZ)" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- "$p" || echo '+changes')" \
-    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "${SWEEP_EXCLUDE:-}" >"${out%.json}.env"
+    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "${SWEEP_EXCLUDE:-}" "${SWEEP_SKIP:-}" >"${out%.json}.env"
 done
 
 (cd tools/gremlins && go run ./sweepreport -root "$root" -out "$root/docs/mutation-sweep.md")
