@@ -42,13 +42,22 @@ func TestAForcedPurgeOfAMissingTarballStillSendsItsSnapshots(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), plan.Plugins[0].Items, "the plan sends the snapshot: %+v", plan.Plugins)
 
+	// Its plugin blocks the snapshot (in use): the forced purge abandons
+	// it, and the report lists it unsettled beside the tarball's items,
+	// which cannot be named.
+	lock := filepath.Join(cloud, velerotest.SnapshotID(a)+".lock")
+	require.NoError(t, os.WriteFile(lock, nil, 0o600))
 	rep, err := p.del.Delete(ctx, a, deletion.Options{ForcePurge: true})
 	require.NoError(t, err)
 	require.Equal(t, deletion.ResultPurged, rep.Result, "%+v", rep)
 	require.Equal(t, int64(1), rep.SnapshotsSent, "%+v", rep)
-	require.Equal(t, int64(len(velerotest.Items())), rep.NotSent, "only the tarball's items are abandoned: %+v", rep)
+	require.Equal(t, int64(len(velerotest.Items())), rep.NotSent, "only the tarball's items were never sent: %+v", rep)
+	require.EqualValues(t, len(velerotest.Items())+1, rep.UnsettledCount, "%+v", rep)
+	require.Len(t, rep.Unsettled, 1, "%+v", rep)
+	require.Equal(t, "nativevolumesnapshots.lethe.io//pv-data", rep.Unsettled[0].ItemKey)
+	require.Equal(t, "blocked", rep.Unsettled[0].Outcome)
+	require.Equal(t, int64(1), rep.Counts["lethe.io/native-snapshots"].Blocked, "%+v", rep.Counts)
 	calls, err := os.ReadFile(filepath.Join(cloud, "api-calls.log"))
 	require.NoError(t, err, "the snapshot never reached its plugin")
-	require.Equal(t, "DeleteSnapshot "+velerotest.SnapshotID(a)+" default deleted\n", string(calls))
-	require.NoFileExists(t, filepath.Join(cloud, velerotest.SnapshotID(a)))
+	require.Equal(t, "DeleteSnapshot "+velerotest.SnapshotID(a)+" default in-use\n", string(calls))
 }
