@@ -32,7 +32,9 @@ gremlins=(go tool -modfile="$root/tools/gremlins/go.mod" gremlins)
 exclude=()
 for e in ${SWEEP_EXCLUDE:-}; do exclude+=(--exclude-files "$e"); done
 # Each mutant's test binary is linked afresh: without DWARF it links sooner.
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w"
+# -count=1: gremlins times the coverage run to set each mutant's timeout, and
+# a coverage run the test cache answers takes seconds (every mutant times out).
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w -count=1"
 # gremlins runs go test with no test filter of its own; GOFLAGS carries it.
 if [ -n "${SWEEP_SKIP:-}" ]; then export GOFLAGS="$GOFLAGS -skip=$SWEEP_SKIP"; fi
 
