@@ -119,6 +119,9 @@ func run(root, out string) error {
 			if ex := strings.TrimSpace(env["excluded"]); ex != "" {
 				run += "; **files not swept:** `" + strings.Join(strings.Fields(ex), "`, `") + "`"
 			}
+			if sk := strings.TrimSpace(env["skipped"]); sk != "" {
+				run += "; **tests not run:** `go test -skip '" + sk + "'`"
+			}
 			if note := strings.TrimSpace(env["note"]); note != "" {
 				run += "; " + note
 			}
