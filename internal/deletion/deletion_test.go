@@ -277,6 +277,11 @@ func TestBlockedItemWaitsForItsLock(t *testing.T) {
 	require.Equal(t, deletion.ResultIncomplete, rep.Result)
 	require.Equal(t, "blocked", rep.Unsettled[0].Outcome)
 	require.Equal(t, e.now.Add(time.Minute), rep.Unsettled[0].NextAttemptAt.UTC())
+	// The checkpoint counts it blocked at its plugin, neither failed nor done.
+	prog, _, err := e.store.LoadProgress(e.ctx, e.backup("nightly").Resource.UID)
+	require.NoError(t, err)
+	blocker := rep.Unsettled[0].Plugin
+	require.Equal(t, catalog.OutcomeCount{Done: 29, Blocked: 1}, prog.Counts[blocker], "%+v", prog.Counts)
 
 	rep, err = e.del.Delete(e.ctx, "nightly", deletion.Options{})
 	require.NoError(t, err)
