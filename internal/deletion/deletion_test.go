@@ -282,6 +282,12 @@ func TestBlockedItemWaitsForItsLock(t *testing.T) {
 	require.NoError(t, err)
 	blocker := rep.Unsettled[0].Plugin
 	require.Equal(t, catalog.OutcomeCount{Done: 29, Blocked: 1}, prog.Counts[blocker], "%+v", prog.Counts)
+	// So does the backup's status, which `backup get` shows.
+	ds := e.backup("nightly").Status.Deletion
+	require.NotNil(t, ds, "the backup's status has no deletion summary")
+	require.EqualValues(t, 30, ds.TotalItems)
+	require.EqualValues(t, 1, ds.Unsettled)
+	require.Equal(t, catalog.OutcomeCount{Done: 29, Blocked: 1}, ds.Counts[blocker], "%+v", ds.Counts)
 
 	rep, err = e.del.Delete(e.ctx, "nightly", deletion.Options{})
 	require.NoError(t, err)
