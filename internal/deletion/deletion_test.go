@@ -288,11 +288,25 @@ func TestBlockedItemWaitsForItsLock(t *testing.T) {
 	require.EqualValues(t, 30, ds.TotalItems)
 	require.EqualValues(t, 1, ds.Unsettled)
 	require.Equal(t, catalog.OutcomeCount{Done: 29, Blocked: 1}, ds.Counts[blocker], "%+v", ds.Counts)
+	stuck := condition(e.backup("nightly").Resource, "DeletionStuck")
+	require.NotNil(t, stuck)
+	require.Equal(t, "True", stuck.Status)
+	since := stuck.LastTransitionTime
 
+	e.now = e.now.Add(2 * time.Minute)
 	rep, err = e.del.Delete(e.ctx, "nightly", deletion.Options{})
 	require.NoError(t, err)
 	require.Equal(t, deletion.ResultIncomplete, rep.Result, "still locked")
 	require.Equal(t, 2, rep.Unsettled[0].Attempts)
+	// Still stuck: one DeletionStuck condition, true since the first run.
+	var stuckConds []catalog.Condition
+	for _, c := range e.backup("nightly").Resource.Conditions {
+		if c.Type == "DeletionStuck" {
+			stuckConds = append(stuckConds, c)
+		}
+	}
+	require.Len(t, stuckConds, 1, "%+v", stuckConds)
+	require.True(t, since.Equal(stuckConds[0].LastTransitionTime), "true since %s, not %s", since, stuckConds[0].LastTransitionTime)
 
 	require.NoError(t, os.Remove(lock))
 	rep, err = e.del.Delete(e.ctx, "nightly", deletion.Options{})
