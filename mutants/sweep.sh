@@ -13,10 +13,13 @@
 # package) not to mutate, recorded in the report (e.g. a file another branch
 # is rewriting). SWEEP_PART: keep this run as mutants/sweep/<package>.<part>.json
 # beside the package's other parts (runs over other files, at their own
-# commits); the report sums a package's parts. SWEEP_SKIP: a go test -skip
-# regexp of tests not run (for the coverage run and every mutant), recorded in
-# the report (e.g. slow tests of files not swept). Exported
-# LETHE_TEST_POSTGRES_URL reaches the tests, as in make test.
+# commits); the report sums a package's parts. SWEEP_FILES: space-separated
+# file names of the package to mutate, the others excluded as SWEEP_EXCLUDE
+# does (and listed in the report the same way). SWEEP_RUN: a go test -run
+# regexp, so only those tests run on the coverage step and on each mutant
+# (recorded in the report). SWEEP_SKIP: a go test -skip regexp of tests not
+# run (e.g. slow tests of files not swept), recorded the same way. Exported LETHE_TEST_POSTGRES_URL reaches the
+# tests, as in make test; unset it to sweep on SQLite only (recorded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -32,11 +35,11 @@ gremlins=(go tool -modfile="$root/tools/gremlins/go.mod" gremlins)
 exclude=()
 for e in ${SWEEP_EXCLUDE:-}; do exclude+=(--exclude-files "$e"); done
 # Each mutant's test binary is linked afresh: without DWARF it links sooner.
-# -count=1: gremlins times the coverage run to set each mutant's timeout, and
-# a coverage run the test cache answers takes seconds (every mutant times out).
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w -count=1"
-# gremlins runs go test with no test filter of its own; GOFLAGS carries it.
-if [ -n "${SWEEP_SKIP:-}" ]; then export GOFLAGS="$GOFLAGS -skip=$SWEEP_SKIP"; fi
+# -count=1: gremlins times its coverage run to set each mutant's timeout, and
+# a cached test result would make that time (and every timeout) far too short.
+# gremlins runs go test with the environment it was given, so a -run (or -skip) in
+# GOFLAGS reaches the coverage run and every mutant's run alike.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w -count=1${SWEEP_RUN:+ -run=$SWEEP_RUN}${SWEEP_SKIP:+ -skip=$SWEEP_SKIP}"
 
 for p in "${pkgs[@]}"; do
   p=${p#./}
@@ -47,16 +50,36 @@ for p in "${pkgs[@]}"; do
   fi
   name=$(tr / - <<<"$p")
   out="$root/mutants/sweep/$name${SWEEP_PART:+.$SWEEP_PART}.json"
+  excluded=${SWEEP_EXCLUDE:-}
+  pexclude=("${exclude[@]}")
+  if [ -n "${SWEEP_FILES:-}" ]; then
+    for f in "$p"/*.go; do
+      f=${f##*/}
+      case $f in *_test.go) continue ;; esac
+      case " $SWEEP_FILES " in *" $f "*) continue ;; esac
+      re="^${f//./\\.}\$"
+      pexclude+=(--exclude-files "$re")
+      excluded="${excluded:+$excluded }$re"
+    done
+  fi
   echo "== $p"
   start=$(date +%s)
   # Mutators: gremlins' defaults (arithmetic, conditional boundaries and
   # negations, ++/--, negatives) plus && <-> ||, the shape of most rules.
   (cd "$p" && "${gremlins[@]}" unleash --workers 1 --timeout-coefficient "$coef" \
-    --invert-logical "${exclude[@]}" --output "$out.tmp")
+    --invert-logical ${pexclude[@]+"${pexclude[@]}"} --output "$out.tmp")
+  # A coverage step that found no test (go test matched no package, as in
+  # a tree of symbolic links) leaves every mutant NOT COVERED: that is no
+  # sweep, and it must not replace the package's result.
+  if ! grep -qE '"status":"(KILLED|LIVED|TIMED OUT|NOT VIABLE)"' "$out.tmp"; then
+    rm -f "$out.tmp"
+    echo "mutation-sweep: $p: no mutant was tested (the coverage step found no test); its result is kept as it was" >&2
+    exit 1
+  fi
   mv "$out.tmp" "$out"
-  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\nskipped=%s\n' \
+  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\nrun=%s\nskipped=%s\n' \
     "$(date -u +%Y-%m-%dT%H:%MZ)" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- "$p" || echo '+changes')" \
-    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "${SWEEP_EXCLUDE:-}" "${SWEEP_SKIP:-}" >"${out%.json}.env"
+    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "$excluded" "${SWEEP_RUN:-}" "${SWEEP_SKIP:-}" >"${out%.json}.env"
 done
 
 (cd tools/gremlins && go run ./sweepreport -root "$root" -out "$root/docs/mutation-sweep.md")

@@ -185,7 +185,7 @@ func TestBundleRefusals(t *testing.T) {
 			{"owned by another bundle", bundle("shop", "{v: 1}", "web", "taken"),
 				`app.yaml, document 1 (Bundle/shop): spec.resources[1].object: Service/shop/taken already belongs to Bundle/other`},
 			{"member changed outside its bundle", "kind: Service\nmetadata: {name: taken, namespace: shop}",
-				`Service/shop/taken is a member of Bundle/other: change it through its bundle`},
+				`metadata.ownerReferences: Service/shop/taken is a member of Bundle/other, which owns its metadata.ownerReferences: change it through its bundle`},
 			{"member with a bundle owner", "kind: Bundle\nmetadata: {name: shop}\nspec:\n  resources:\n  - {name: web, object: {kind: Service, metadata: {ownerReferences: [{kind: Bundle, name: other}]}}}",
 				`metadata.ownerReferences[0]: a bundle member's bundle is its owner already`},
 		} {

@@ -41,6 +41,11 @@ type item struct {
 	// annotations, finalizers, references, spec and status (all but the
 	// owners, which planItem resolves).
 	sameBody bool
+	// readOnly: a document apply only compares with the stored resource
+	// (a Backup, a bundle member on its own); diff is the first field in
+	// which they differ (kept.go).
+	readOnly bool
+	diff     field
 }
 
 // readChunk is how many documents' stored resources the plan reads and
@@ -89,7 +94,7 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 		first := len(p.items)
 		for i := start; i < min(start+readChunk, len(docs)); i++ {
 			d := docs[i]
-			if why := reservedKind(d.Kind); why != "" {
+			if why := reservedKind(d.Kind); why != "" && !keptKind(d.Kind) {
 				return nil, refuse(d.Errorf("kind", "%s", why))
 			}
 			it := &item{doc: d}
@@ -167,6 +172,9 @@ func (e *Engine) read(ctx context.Context, items []*item) error {
 	for i, it := range items {
 		if cur := curs[i]; cur != nil {
 			it.sameBody = sameBody(cur, it.doc)
+			if it.readOnly = it.isReadOnly(cur.Owners); it.readOnly {
+				it.diff = firstDiff(cur, it.doc)
+			}
 			// An update keeps the stored status and conditions.
 			it.cur = &stored{UID: cur.UID, Phase: cur.Phase, ResourceVersion: cur.ResourceVersion, DeletionDueAt: cur.DeletionDueAt,
 				Owners: cur.Owners, References: cur.References, Status: cur.Status, Conditions: cur.Conditions}
@@ -328,16 +336,16 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 	if cur != nil {
 		ch.UID, ch.Phase, ch.ResourceVersion = cur.UID, cur.Phase, cur.ResourceVersion
 		ch.DueAt = cur.DeletionDueAt
-		if o, ok := bundleOwner(cur.Owners); ok {
-			switch {
-			case it.bundle == nil && d.Kind != manifest.KindBundle:
-				return refuse(d.Errorf("", "%s is a member of Bundle/%s: change it through its bundle", d.Key(), o.Name))
-			case it.bundle != nil && (it.bundle.cur == nil || it.bundle.cur.UID != o.UID):
-				return refuse(d.Errorf("", "%s already belongs to Bundle/%s (uid %s); remove it from that bundle first", d.Key(), o.Name, o.UID))
-			}
+		if o, ok := bundleOwner(cur.Owners); ok && it.bundle != nil && (it.bundle.cur == nil || it.bundle.cur.UID != o.UID) {
+			return refuse(d.Errorf("", "%s already belongs to Bundle/%s (uid %s); remove it from that bundle first", d.Key(), o.Name, o.UID))
 		}
 		if v := d.Metadata.ResourceVersion; v != 0 && v != cur.ResourceVersion {
 			return &ConflictError{Key: d.Key(), Err: fmt.Errorf("the manifest has resourceVersion %d but the catalog has %d (it changed since the manifest was written)", v, cur.ResourceVersion)}
+		}
+		// A Backup, or a member on its own: taken back unchanged, never
+		// changed (kept.go).
+		if it.readOnly && it.diff != noField {
+			return refuseChange(d, cur.Owners, it.diff)
 		}
 		// Only its own bundle adopts a Scheduled member.
 		o, owned := bundleOwner(cur.Owners)
@@ -352,6 +360,15 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 			}
 			return nil
 		}
+		if it.readOnly {
+			if o, member := bundleOwner(cur.Owners); member {
+				ch.Bundle = catalog.Key{Kind: manifest.KindBundle, Name: o.Name}.String()
+			}
+			ch.Action = Unchanged
+			return nil
+		}
+	} else if keptKind(d.Kind) {
+		return keptMissing(d)
 	} else if d.Metadata.ResourceVersion != 0 {
 		return &ConflictError{Key: d.Key(), Err: fmt.Errorf("the manifest has resourceVersion %d, but it does not exist", d.Metadata.ResourceVersion)}
 	}

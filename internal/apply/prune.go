@@ -50,7 +50,11 @@ func (e *Engine) planPrunes(ctx context.Context, p *plan, b *item) error {
 			ch.Action, ch.Reason = Scheduled, "pruned earlier; counting down"
 			p.settled[ch] = true
 		case others > 0:
-			ch.Action, ch.Reason = Released, fmt.Sprintf("pruned from its bundle; it keeps %d other owner(s)", others)
+			owners := "owners"
+			if others == 1 {
+				owners = "owner"
+			}
+			ch.Action, ch.Reason = Released, fmt.Sprintf("pruned from its bundle; it keeps %d other %s", others, owners)
 		case hasDelay:
 			due := e.now().Add(delay)
 			ch.Action, ch.DueAt, ch.Phase = Scheduled, &due, catalog.PhaseScheduled

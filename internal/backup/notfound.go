@@ -17,14 +17,20 @@ import (
 type NotFoundError struct {
 	Key    catalog.Key
 	Purged *catalog.Tombstone
+	// Hint, when set, ends the message: where else the name exists.
+	Hint string
 }
 
 func (e *NotFoundError) Error() string {
-	if e.Purged != nil {
-		return fmt.Sprintf("%s was purged at %s by %s", describeKey(e.Key),
-			e.Purged.PurgedAt.Local().Format(time.RFC3339), termtext.Quote(e.Purged.Actor))
+	hint := ""
+	if e.Hint != "" {
+		hint = "; " + e.Hint
 	}
-	return describeKey(e.Key) + " not found"
+	if e.Purged != nil {
+		return fmt.Sprintf("%s was purged at %s by %s%s", describeKey(e.Key),
+			e.Purged.PurgedAt.Local().Format(time.RFC3339), termtext.Quote(e.Purged.Actor), hint)
+	}
+	return describeKey(e.Key) + " not found" + hint
 }
 
 // Unwrap makes errors.Is(err, catalog.ErrNotFound) true.

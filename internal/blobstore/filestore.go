@@ -267,6 +267,7 @@ func (s *store) fileList(ctx context.Context, prefix string, lim ListLimits) ([]
 		return fmt.Errorf("blobstore: list %q in %s: %w: %s; nothing is concluded from it", prefix, s.url, ErrListingTooLong, why)
 	}
 	var out []Attributes
+	budget := keyBudget{lim: lim}
 	err = fs.WalkDir(r.FS(), start, func(p string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) && p != start {
 			return nil // removed meanwhile
@@ -295,8 +296,8 @@ func (s *store) fileList(ctx context.Context, prefix string, lim ListLimits) ([]
 			}
 			a.Size, a.ModTime = fi.Size(), fi.ModTime()
 		}
-		if len(out) == lim.MaxKeys {
-			return tooLong(fmt.Sprintf("more than %d keys", lim.MaxKeys))
+		if why := budget.add(p); why != "" {
+			return tooLong(why)
 		}
 		out = append(out, a)
 		return nil

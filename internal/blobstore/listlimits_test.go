@@ -65,6 +65,7 @@ func TestEndlessListingIsBounded(t *testing.T) {
 	}{
 		{"empty pages for ever", 0, 0, blobstore.ListLimits{MaxPages: 50, Timeout: 15 * time.Second}, "more than 50 pages", 52, 30},
 		{"keys for ever", 7, 0, blobstore.ListLimits{MaxKeys: 100, Timeout: 15 * time.Second}, "more than 100 keys", 16, 30},
+		{"key names past their bytes", 7, 0, blobstore.ListLimits{MaxKeyBytes: 2000, Timeout: 15 * time.Second}, "more than 2000 bytes of key names", 13, 30},
 		{"slow pages for ever", 1, 20 * time.Millisecond, blobstore.ListLimits{Timeout: 500 * time.Millisecond}, "it did not end within 500ms", 30, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,4 +108,27 @@ func TestListingWithinItsBoundsIsWhole(t *testing.T) {
 	_, err = s.List(t.Context(), "")
 	require.ErrorIs(t, err, blobstore.ErrListingTooLong)
 	require.ErrorContains(t, err, "more than 20 keys")
+}
+
+// TestListingIsBoundedByTheBytesOfItsKeyNames: a million keys is not the
+// only bound on what a listing holds in memory: keys of long names reach
+// the bound on their bytes first (S3 allows 1,024 bytes a key). A listing
+// whose names add up to exactly the bound lists whole.
+func TestListingIsBoundedByTheBytesOfItsKeyNames(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("n", 200)
+	for i := range 5 {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s%02d", long, i)), []byte("x"), 0o600))
+	}
+	s, err := blobstore.OpenConfig(t.Context(), fileURL(dir), &blobstore.Config{List: blobstore.ListLimits{MaxKeyBytes: 5 * 202}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	objs, err := s.List(t.Context(), "")
+	require.NoError(t, err)
+	require.Len(t, objs, 5)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "k"), []byte("x"), 0o600))
+	_, err = s.List(t.Context(), "")
+	require.ErrorIs(t, err, blobstore.ErrListingTooLong)
+	require.ErrorContains(t, err, "more than 1010 bytes of key names")
+	require.Greater(t, blobstore.DefaultMaxListKeyBytes, 100*blobstore.DefaultMaxListKeys/2, "the default must hold a million Velero keys of 50 bytes")
 }

@@ -255,6 +255,7 @@ func (s *store) List(ctx context.Context, prefix string) ([]Attributes, error) {
 		return fmt.Errorf("blobstore: list %q in %s: %w: %s; nothing is concluded from it", prefix, s.url, ErrListingTooLong, why)
 	}
 	var out []Attributes
+	budget := keyBudget{lim: lim}
 	for {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
@@ -272,8 +273,8 @@ func (s *store) List(ctx context.Context, prefix string) ([]Attributes, error) {
 		if obj.IsDir {
 			continue
 		}
-		if len(out) == lim.MaxKeys {
-			return nil, tooLong(fmt.Sprintf("more than %d keys", lim.MaxKeys))
+		if why := budget.add(obj.Key); why != "" {
+			return nil, tooLong(why)
 		}
 		out = append(out, Attributes{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime})
 	}
@@ -288,28 +289,52 @@ var ErrListingTooLong = errors.New("the listing went past its bounds")
 
 var errListPages = errors.New("too many list pages")
 
-// ListLimits bound one List: its keys, its requests (pages, s3://) and its
-// time. Zero fields take the defaults.
+// ListLimits bound one List: its keys, the bytes of their names, its
+// requests (pages, s3://) and its time. Zero fields take the defaults.
 type ListLimits struct {
-	MaxKeys  int
-	MaxPages int
-	Timeout  time.Duration
+	MaxKeys     int
+	MaxKeyBytes int
+	MaxPages    int
+	Timeout     time.Duration
 }
 
 // Default listing bounds: a million keys (some 70,000 Velero backups),
-// 10,000 pages (S3 returns up to 1,000 keys a page), ten minutes.
+// 128 MiB of key names (S3 allows 1,024 bytes a key, so a million keys
+// alone could hold a gigabyte; Velero's keys are under 100 bytes), 10,000
+// pages (S3 returns up to 1,000 keys a page), ten minutes.
 const (
-	DefaultMaxListKeys  = 1_000_000
-	DefaultMaxListPages = 10_000
-	DefaultListTimeout  = 10 * time.Minute
+	DefaultMaxListKeys     = 1_000_000
+	DefaultMaxListKeyBytes = 128 << 20
+	DefaultMaxListPages    = 10_000
+	DefaultListTimeout     = 10 * time.Minute
 )
 
 func (l ListLimits) withDefaults() ListLimits {
 	return ListLimits{
-		MaxKeys:  cmp.Or(l.MaxKeys, DefaultMaxListKeys),
-		MaxPages: cmp.Or(l.MaxPages, DefaultMaxListPages),
-		Timeout:  cmp.Or(l.Timeout, DefaultListTimeout),
+		MaxKeys:     cmp.Or(l.MaxKeys, DefaultMaxListKeys),
+		MaxKeyBytes: cmp.Or(l.MaxKeyBytes, DefaultMaxListKeyBytes),
+		MaxPages:    cmp.Or(l.MaxPages, DefaultMaxListPages),
+		Timeout:     cmp.Or(l.Timeout, DefaultListTimeout),
 	}
+}
+
+// keyBudget counts a listing's keys and the bytes of their names against
+// its bounds; add returns why the listing is too long, or "".
+type keyBudget struct {
+	lim   ListLimits
+	keys  int
+	bytes int
+}
+
+func (b *keyBudget) add(key string) string {
+	if b.keys == b.lim.MaxKeys {
+		return fmt.Sprintf("more than %d keys", b.lim.MaxKeys)
+	}
+	if b.bytes += len(key); b.bytes > b.lim.MaxKeyBytes {
+		return fmt.Sprintf("more than %d bytes of key names (%d keys)", b.lim.MaxKeyBytes, b.keys)
+	}
+	b.keys++
+	return ""
 }
 
 // URL returns the store's location without credentials.

@@ -24,6 +24,7 @@ type Store interface {
 	Leadership
 	Wake
 	Counts
+	Federation
 	Close() error
 }
 
@@ -88,6 +89,9 @@ type Lifecycle interface {
 	// (UPDATED event, AuditLeaveCascade entry). It returns the resource
 	// as it is after both.
 	Undelete(ctx context.Context, k Key, reason string) (*Resource, error)
+	// Schedule and Delete refuse (*TransitionError) a resource that a
+	// peer holds a back-reference to (see Federation).
+	//
 	// Delete: Active or Scheduled → Deleting (irreversible). Sets the
 	// deletion timestamp and adds opts.Finalizers; the propagation policy
 	// is opts' (else Schedule's, else Foreground).
@@ -111,7 +115,8 @@ type Lifecycle interface {
 	// of items that can go at once: it still has the UID and
 	// resourceVersion the caller saw, is Active or Scheduled, has no
 	// finalizer, no dependent (no owner edge points to it) and no
-	// reference to it other than allowDangling ones. Such a resource
+	// reference to it other than allowDangling ones and no back-reference
+	// from a peer. Such a resource
 	// never is Deleting: it goes from its phase to Purged in one step,
 	// with one DELETED change event carrying its last stored state (as
 	// Kubernetes sends for an object deleted without finalizers; the

@@ -104,11 +104,20 @@ countdown cancelled, its spec the desired one.`,
 				return perr
 			}
 		}
+		if ro := (*apply.ReadOnlyError)(nil); errors.As(err, &ro) {
+			// A change apply cannot make (a Backup's spec, a member's
+			// fields): bad input, nothing written.
+			return usageError{err}
+		}
 		if err != nil {
 			return gcError(err)
 		}
 		if n := res.Count(apply.Skipped); n > 0 {
-			fmt.Fprintf(a.s.Err, "lethe: %d resource(s) pending deletion were left as they are (sync filter); see the report\n", n)
+			what := counted(n, "resource", "resources") + " pending deletion were left as they are"
+			if n == 1 {
+				what = "1 resource pending deletion was left as it is"
+			}
+			fmt.Fprintf(a.s.Err, "lethe: %s (sync filter); see the report\n", what)
 			return errIncomplete
 		}
 		return nil

@@ -165,7 +165,7 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 		return err
 	}
 	b := res.Backup
-	fmt.Fprintf(a.s.Out, "backup %s created: %d items, %s, stored at %s\n", termtext.Quote(b.Name()), b.Spec.Items, humanBytes(b.Spec.Size), termtext.Quote(res.Location))
+	fmt.Fprintf(a.s.Out, "backup %s created: %s, %s, stored at %s\n", termtext.Quote(b.Name()), counted(b.Spec.Items, "item", "items"), humanBytes(b.Spec.Size), termtext.Quote(res.Location))
 	if len(a.host.Plugins()) == 0 {
 		fmt.Fprintf(a.s.Err, "Warning: no plugins are installed in %s, so none is expected for this backup; its deletion will need --no-plugins.\n", termtext.Quote(a.g.pluginDir))
 	}
@@ -484,7 +484,7 @@ func (a *app) printBackup(v *backupView) {
 	if v.Spec.StorageLocation != "" {
 		tarball = v.Spec.StorageLocation + "/" + tarball
 	}
-	fmt.Fprintf(w, "Tarball:    %s (%d items, %s, sha256 %s)\n", termtext.Quote(tarball), v.Spec.Items, humanBytes(v.Spec.Size), termtext.Quote(shortDigest(v.Spec.Digest)))
+	fmt.Fprintf(w, "Tarball:    %s (%s, %s, sha256 %s)\n", termtext.Quote(tarball), counted(v.Spec.Items, "item", "items"), humanBytes(v.Spec.Size), termtext.Quote(shortDigest(v.Spec.Digest)))
 	switch {
 	case !v.Spec.ExpectedRecorded():
 		fmt.Fprintf(w, "Plugins:    expected plugins not recorded (registered by an older Lethe)\n")
@@ -493,7 +493,7 @@ func (a *app) printBackup(v *backupView) {
 	default:
 		var parts []string
 		for _, name := range slices.Sorted(maps.Keys(v.Spec.ExpectedPlugins)) {
-			parts = append(parts, fmt.Sprintf("%s (%d items)", termtext.Quote(name), v.Spec.ExpectedPlugins[name].Items))
+			parts = append(parts, fmt.Sprintf("%s (%s)", termtext.Quote(name), counted(v.Spec.ExpectedPlugins[name].Items, "item", "items")))
 		}
 		fmt.Fprintf(w, "Plugins:    expected %s\n", strings.Join(parts, ", "))
 	}
@@ -511,7 +511,7 @@ func (a *app) printBackup(v *backupView) {
 			termtext.Quote(cmp.Or(vi.StorageLocation, "-")), cmp.Or(strings.Join(quoteAll(vi.IncludedNamespaces), ","), "*"), termtext.Quote(vi.MetadataKey))
 	}
 	if vs := v.Spec.VolumeSnapshots; vs != nil && vs.Key != "" {
-		fmt.Fprintf(w, "Snapshots:  %d native volume snapshots, items after the tarball's (from %s)\n", vs.Count, termtext.Quote(vs.Key))
+		fmt.Fprintf(w, "Snapshots:  %s, items after the tarball's (from %s)\n", counted(vs.Count, "native volume snapshot", "native volume snapshots"), termtext.Quote(vs.Key))
 	}
 	if v.DueAt != nil {
 		fmt.Fprintf(w, "Deletion:   due %s; undo with: lethe backup undelete %s\n", v.DueAt.Local().Format(time.RFC3339), termtext.Quote(v.Name))
@@ -527,7 +527,7 @@ func (a *app) printBackup(v *backupView) {
 		fmt.Fprintf(w, "Cascade of: %s %s (the requested deletion whose cascade reached this backup)\n", keyText(root.Key()), termtext.Quote(root.UID))
 	}
 	if p := v.Progress; p != nil {
-		fmt.Fprintf(w, "Progress:   %d of %d items processed\n", p.Watermark, p.TotalItems)
+		fmt.Fprintf(w, "Progress:   %d of %s processed\n", p.Watermark, counted(p.TotalItems, "item", "items"))
 		t := newTable(w, "  PLUGIN", "DONE", "SKIPPED", "FAILED", "BLOCKED")
 		for _, name := range slices.Sorted(maps.Keys(p.Counts)) {
 			c := p.Counts[name]

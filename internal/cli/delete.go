@@ -235,7 +235,7 @@ plugin is installed, or live resources hold block references to the backup
 				return errors.New(termtext.Quote(plan.Rejected))
 			}
 			a.printWarnings(plan.Warnings)
-			q := fmt.Sprintf("Delete backup %s (%d items, %s)?", termtext.Quote(name), plan.TotalItems, pluginSummary(plan))
+			q := fmt.Sprintf("Delete backup %s (%s, %s)?", termtext.Quote(name), counted(plan.TotalItems, "item", "items"), pluginSummary(plan))
 			if plan.DueAt != nil {
 				q = fmt.Sprintf("Schedule the deletion of backup %s for %s?", termtext.Quote(name), plan.DueAt.Local().Format(time.RFC3339))
 			}
@@ -398,24 +398,24 @@ func (a *app) printPlan(p *deletion.Plan) {
 		// story, no plugin runs and the backup is purged.
 		fmt.Fprintf(w, "Tarball:   %s: %s\n", strings.ToUpper(ab.Tarball), termtext.Quote(ab.TarballError))
 		if ab.VolumeSnapshotsSent > 0 {
-			fmt.Fprintf(w, "Snapshots: %d native volume snapshots would still be sent to their plugins (their list is a file of its own):\n", ab.VolumeSnapshotsSent)
+			fmt.Fprintf(w, "Snapshots: %s would still be sent to their plugins (their list is a file of its own):\n", counted(ab.VolumeSnapshotsSent, "native volume snapshot", "native volume snapshots"))
 			for _, pp := range p.Plugins {
 				if pp.Items > 0 {
 					samples := make([]string, len(pp.Samples))
 					for i, smp := range pp.Samples {
 						samples[i] = termtext.Quote(smp)
 					}
-					fmt.Fprintf(w, "  %-36s %8d items   e.g. %s\n", termtext.Quote(pp.Plugin), pp.Items, strings.Join(samples, ", "))
+					fmt.Fprintf(w, "  %-36s %8d %-5s   e.g. %s\n", termtext.Quote(pp.Plugin), pp.Items, noun(pp.Items, "item", "items"), strings.Join(samples, ", "))
 				}
 			}
-			fmt.Fprintf(w, "ABANDON:   no plugin would get the tarball's items; the backup would be purged with %d of its %d items not settled "+
+			fmt.Fprintf(w, "ABANDON:   no plugin would get the tarball's items; the backup would be purged with %d of its %s not settled "+
 				"(%d failed or blocked, %d never sent to a plugin), and any snapshot its plugin fails or blocks, recorded in the audit log\n",
-				ab.Items, p.TotalItems, ab.FailedOrBlocked, ab.NotSent)
+				ab.Items, counted(p.TotalItems, "item", "items"), ab.FailedOrBlocked, ab.NotSent)
 			fmt.Fprintln(w, "Purged after the snapshots are sent:")
 		} else {
-			fmt.Fprintf(w, "ABANDON:   no plugin would run; the backup would be purged with %d of its %d items not settled "+
+			fmt.Fprintf(w, "ABANDON:   no plugin would run; the backup would be purged with %d of its %s not settled "+
 				"(%d failed or blocked, %d never sent to a plugin), recorded in the audit log\n",
-				ab.Items, p.TotalItems, ab.FailedOrBlocked, ab.NotSent)
+				ab.Items, counted(p.TotalItems, "item", "items"), ab.FailedOrBlocked, ab.NotSent)
 			fmt.Fprintln(w, "Purged without running any plugin:")
 		}
 		for _, s := range p.Purge {
@@ -424,7 +424,7 @@ func (a *app) printPlan(p *deletion.Plan) {
 		return
 	}
 	if p.VolumeSnapshots > 0 {
-		fmt.Fprintf(w, "Items:     %d (%d in the tarball, %d native volume snapshots)", p.TotalItems, p.TotalItems-p.VolumeSnapshots, p.VolumeSnapshots)
+		fmt.Fprintf(w, "Items:     %d (%d in the tarball, %s)", p.TotalItems, p.TotalItems-p.VolumeSnapshots, counted(p.VolumeSnapshots, "native volume snapshot", "native volume snapshots"))
 	} else {
 		fmt.Fprintf(w, "Items:     %d in the tarball", p.TotalItems)
 	}
@@ -437,7 +437,7 @@ func (a *app) printPlan(p *deletion.Plan) {
 		fmt.Fprintln(w, "  (none installed: items would be settled without any plugin)")
 	}
 	for _, pp := range p.Plugins {
-		fmt.Fprintf(w, "  %-36s %8d items   selector: %s\n", termtext.Quote(pp.Plugin), pp.Items, termtext.Quote(pp.Selector))
+		fmt.Fprintf(w, "  %-36s %8d %-5s   selector: %s\n", termtext.Quote(pp.Plugin), pp.Items, noun(pp.Items, "item", "items"), termtext.Quote(pp.Selector))
 		for _, s := range pp.Samples {
 			fmt.Fprintf(w, "      e.g. %s\n", termtext.Quote(s))
 		}
@@ -447,8 +447,9 @@ func (a *app) printPlan(p *deletion.Plan) {
 			"recorded in the audit log")
 		fmt.Fprintln(w, "Purged after this run, even with items not settled:")
 	} else if ab != nil {
-		fmt.Fprintf(w, "ABANDON:   %d items are failed or blocked; they would be retried once, and any item still failed "+
-			"or blocked after this run abandoned, recorded in the audit log\n", ab.Items)
+		are := counted(ab.Items, "item is", "items are")
+		fmt.Fprintf(w, "ABANDON:   %s failed or blocked; they would be retried once, and any item still failed "+
+			"or blocked after this run abandoned, recorded in the audit log\n", are)
 		fmt.Fprintln(w, "Purged after this run, even with items not settled:")
 	} else {
 		fmt.Fprintln(w, "Purged once every item is done or skipped:")
@@ -471,8 +472,8 @@ func (a *app) printReport(r *deletion.Report) {
 		fmt.Fprintf(w, "backup %s: deletion requested; 'lethe server' will run it (follow with: lethe backup get %s)\n", b, b)
 		return
 	case deletion.ResultWaiting:
-		fmt.Fprintf(w, "backup %s: %d items settled; its purge waits for %s (lethe explain backup %s)\n",
-			b, r.TotalItems, strings.Join(quoteAll(r.WaitingFor), "; "), b)
+		fmt.Fprintf(w, "backup %s: %s settled; its purge waits for %s (lethe explain backup %s)\n",
+			b, counted(r.TotalItems, "item", "items"), strings.Join(quoteAll(r.WaitingFor), "; "), b)
 		return
 	}
 	if len(r.Counts) > 0 {
@@ -488,11 +489,11 @@ func (a *app) printReport(r *deletion.Report) {
 		if r.Forced && r.TarballProblem != "" {
 			without := "without its plugins"
 			if r.SnapshotsSent > 0 {
-				without = fmt.Sprintf("its %d native volume snapshots sent to their plugins, its tarball's items to none", r.SnapshotsSent)
+				without = fmt.Sprintf("its %s sent to their plugins, its tarball's items to none", counted(r.SnapshotsSent, "native volume snapshot", "native volume snapshots"))
 			}
-			fmt.Fprintf(w, "backup %s deleted, ABANDONING, %s (its tarball was %s): %d of %d items not settled are abandoned "+
+			fmt.Fprintf(w, "backup %s deleted, ABANDONING, %s (its tarball was %s): %d of %s not settled %s abandoned "+
 				"(%d failed or blocked, %d never sent to a plugin; lethe audit --name %s); purged %s\n",
-				b, without, termtext.Quote(r.TarballProblem), r.UnsettledCount, r.TotalItems, int64(r.UnsettledCount)-r.NotSent, r.NotSent,
+				b, without, termtext.Quote(r.TarballProblem), r.UnsettledCount, counted(r.TotalItems, "item", "items"), isAre(r.UnsettledCount), int64(r.UnsettledCount)-r.NotSent, r.NotSent,
 				b, purged)
 			for _, o := range r.Unsettled {
 				fmt.Fprintf(w, "  abandoned %s\n", outcomeText(o))
@@ -500,24 +501,24 @@ func (a *app) printReport(r *deletion.Report) {
 			return
 		}
 		if r.Forced {
-			what := fmt.Sprintf("%d items were still failed or blocked and are abandoned", r.UnsettledCount)
+			what := counted(r.UnsettledCount, "item was", "items were") + " still failed or blocked and " + isAre(r.UnsettledCount) + " abandoned"
 			if r.UnsettledCount == 0 && len(r.Skipped) > 0 {
 				what = "the items of the skipped plugins are abandoned"
 			}
 			fmt.Fprintf(w, "backup %s deleted, ABANDONING: %s (lethe audit --name %s); purged %s\n",
 				b, what, b, purged)
 			for _, name := range slices.Sorted(maps.Keys(r.Skipped)) {
-				fmt.Fprintf(w, "  abandoned %d items at skipped plugin %s, e.g. %s\n", r.Skipped[name].Items, termtext.Quote(name), strings.Join(quoteAll(r.Skipped[name].Samples), ", "))
+				fmt.Fprintf(w, "  abandoned %s at skipped plugin %s, e.g. %s\n", counted(r.Skipped[name].Items, "item", "items"), termtext.Quote(name), strings.Join(quoteAll(r.Skipped[name].Samples), ", "))
 			}
 			for _, o := range r.Unsettled {
 				fmt.Fprintf(w, "  abandoned %s\n", outcomeText(o))
 			}
 			return
 		}
-		fmt.Fprintf(w, "backup %s deleted: %d items; purged %s\n", b, r.TotalItems, purged)
+		fmt.Fprintf(w, "backup %s deleted: %s; purged %s\n", b, counted(r.TotalItems, "item", "items"), purged)
 	case deletion.ResultIncomplete:
-		fmt.Fprintf(w, "backup %s NOT deleted: %d of %d items are failed or blocked; the backup and its tarball stay.\n",
-			b, r.UnsettledCount, r.TotalItems)
+		fmt.Fprintf(w, "backup %s NOT deleted: %d of %s %s failed or blocked; the backup and its tarball stay.\n",
+			b, r.UnsettledCount, counted(r.TotalItems, "item", "items"), isAre(r.UnsettledCount))
 		for _, o := range r.Unsettled {
 			fmt.Fprintf(w, "  %s\n", outcomeText(o))
 		}
@@ -571,7 +572,7 @@ func (p *progress) update(pr deletion.Progress) {
 	}
 	if now := time.Now(); now.Sub(p.last) >= 2*time.Second {
 		rate := float64(pr.Processed-p.lastDone) / now.Sub(p.last).Seconds()
-		fmt.Fprintf(p.a.s.Err, "progress: %d/%d items (%.0f items/s)\n", pr.Processed, pr.Total, rate)
+		fmt.Fprintf(p.a.s.Err, "progress: %d/%s (%.0f items/s)\n", pr.Processed, counted(pr.Total, "item", "items"), rate)
 		p.last, p.lastDone = now, pr.Processed
 	}
 }

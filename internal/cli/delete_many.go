@@ -162,7 +162,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 	var total int64
 	if dryRun || !yes {
 		if a.s.InteractiveErr {
-			fmt.Fprintf(a.s.Err, "Reading %d backups to plan their deletion...\n", len(names))
+			fmt.Fprintf(a.s.Err, "Reading %s to plan their deletion...\n", counted(len(names), "backup", "backups"))
 		}
 		for _, n := range names {
 			p, err := del.Plan(ctx, n, opts)
@@ -199,7 +199,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		if len(rejected) > 0 {
 			return errors.New("nothing deleted: " + strings.Join(rejected, "; "))
 		}
-		ok, err := a.confirm(fmt.Sprintf("Delete %d backups (%s; %d items in all)?", len(names), strings.Join(quoteAll(names), ", "), total))
+		ok, err := a.confirm(fmt.Sprintf("Delete %s (%s; %s in all)?", counted(len(names), "backup", "backups"), strings.Join(quoteAll(names), ", "), counted(total, "item", "items")))
 		if err != nil {
 			return err
 		}

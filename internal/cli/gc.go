@@ -469,7 +469,7 @@ func (a *app) gcResult(k catalog.Key, result, note, out string) error {
 }
 
 func planSummary(p *gc.Plan) string {
-	parts := []string{fmt.Sprintf("%d resource(s) deleted", p.Count(gc.ActionDelete))}
+	parts := []string{counted(p.Count(gc.ActionDelete), "resource", "resources") + " deleted"}
 	if n := p.Count(gc.ActionSchedule); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d scheduled first (their own grace windows)", n))
 	}

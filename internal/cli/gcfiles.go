@@ -151,7 +151,7 @@ func (a *app) deleteKeys(ctx context.Context, given []catalog.Key, opts gc.Delet
 		for _, p := range plans {
 			n += p.Count(gc.ActionDelete)
 		}
-		ok, err := a.confirm(fmt.Sprintf("Delete the %d resource(s) the manifests name (%d in all with their cascades)?", len(keys), n))
+		ok, err := a.confirm(fmt.Sprintf("Delete the %s the manifests name (%d in all with their cascades)?", counted(len(keys), "resource", "resources"), n))
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,28 @@ import (
 	"github.com/lethehq/lethe/internal/termtext"
 )
 
+// counted is n and the noun that counts it: "1 item", "3 items", "0
+// items" (many is the plural: "binaries").
+func counted[T ~int | ~int64](n T, one, many string) string {
+	return fmt.Sprintf("%d %s", n, noun(n, one, many))
+}
+
+// noun is the noun that counts n: one for 1, many otherwise.
+func noun[T ~int | ~int64](n T, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// isAre is the verb that agrees with a count of n.
+func isAre[T ~int | ~int64](n T) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
 // printStructured writes v as JSON or YAML. Neither carries a raw
 // control or bidi character: encoding/json escapes the C0 controls but
 // writes DEL, the C1 controls and the bidi controls as they are, so

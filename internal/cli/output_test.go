@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
@@ -71,4 +72,37 @@ func TestStructuredOutputEscapesWhatTheEncodersLeaveRaw(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, printStructured(&buf, "yaml", []row{{Name: "plain"}}))
 	require.Equal(t, "- name: plain\n", buf.String(), "plain values keep YAML's block form")
+}
+
+// TestWatchRowsStayAlignedWithTheHeaderAboveThem: get -w and backup list
+// -w print rows one at a time; each row's columns start where the header
+// above it puts them, also when a later row is wider than the listing
+// (the header is then printed again, widened, above it).
+func TestWatchRowsStayAlignedWithTheHeaderAboveThem(t *testing.T) {
+	var buf bytes.Buffer
+	st := &streamTable{w: &buf}
+	require.NoError(t, st.print([]string{"NAMESPACE", "NAME", "PHASE", "AGE"}, []string{"shop", "orders", "Active", "1s"}))
+	require.NoError(t, st.print([]string{"shop", "users", "Deleting (3/14)", "2s"}))
+	require.NoError(t, st.print([]string{"a-namespace-longer-than-its-floor", "a-name-longer-than-the-floor-of-names", "Active", "3s"}))
+	require.NoError(t, st.print([]string{"shop", "x", "Active", "a last cell of any length"}))
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	require.Len(t, lines, 6, buf.String())
+	starts := func(line string) []int {
+		var out []int
+		for i := range line {
+			if line[i] != ' ' && (i == 0 || strings.HasSuffix(line[:i], "   ")) {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	var header []int
+	for _, l := range lines {
+		if strings.HasPrefix(l, "NAMESPACE") {
+			header = starts(l)
+			continue
+		}
+		assert.Equal(t, header, starts(l), "%q is not aligned with the header above it:\n%s", l, buf.String())
+	}
+	assert.Equal(t, 2, strings.Count(buf.String(), "NAMESPACE"), "the wider row printed the header again:\n%s", buf.String())
 }

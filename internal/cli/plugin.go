@@ -85,13 +85,13 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 		if dryRun {
 			fmt.Fprintf(a.s.Out, "dry run: %s not written\n", termtext.Quote(lockPath))
 		} else {
-			fmt.Fprintf(a.s.Out, "wrote %s: %d binaries pinned\n", termtext.Quote(lockPath), len(next.Plugins))
+			fmt.Fprintf(a.s.Out, "wrote %s: %s pinned\n", termtext.Quote(lockPath), counted(len(next.Plugins), "binary", "binaries"))
 		}
 		if vnext != nil {
 			if dryRun {
 				fmt.Fprintf(a.s.Out, "dry run: %s (Velero plugins) not written\n", termtext.Quote(vlock))
 			} else {
-				fmt.Fprintf(a.s.Out, "wrote %s: %d Velero plugin binaries pinned\n", termtext.Quote(vlock), len(vnext.Plugins))
+				fmt.Fprintf(a.s.Out, "wrote %s: %d Velero plugin %s pinned\n", termtext.Quote(vlock), len(vnext.Plugins), noun(len(vnext.Plugins), "binary", "binaries"))
 			}
 		}
 		return nil

@@ -39,7 +39,7 @@ func (a *app) lockVeleroOnly(dryRun bool, out string) error {
 	if dryRun {
 		fmt.Fprintf(a.s.Out, "dry run: %s (Velero plugins) not written\n", termtext.Quote(vlock))
 	} else {
-		fmt.Fprintf(a.s.Out, "wrote %s: %d Velero plugin binaries pinned (no Lethe plugin folder %s yet)\n", termtext.Quote(vlock), len(next.Plugins), termtext.Quote(a.g.pluginDir))
+		fmt.Fprintf(a.s.Out, "wrote %s: %d Velero plugin %s pinned (no Lethe plugin folder %s yet)\n", termtext.Quote(vlock), len(next.Plugins), noun(len(next.Plugins), "binary", "binaries"), termtext.Quote(a.g.pluginDir))
 	}
 	return nil
 }

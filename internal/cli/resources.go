@@ -34,6 +34,12 @@ status, and Lethe's read-only lifecycle) that 'lethe apply -f -' takes back
 unchanged; a list is a <Kind>List. -o name, -o wide and -o jsonpath=...
 work as kubectl's (docs/output.md).
 
+Listing: without -n (or with -A/--all-namespaces) every namespace is
+listed; --show-labels adds a LABELS column; --sort-by=JSONPATH sorts by a
+field of each object, as kubectl's (--sort-by=.spec.size, '{.metadata.name}').
+Without -n, a NAME that exists only in namespaces is not found (exit 4),
+and the error names those namespaces.
+
 -w/--watch lists, then prints each change as it happens (a row, or with
 -o json|yaml one WatchEvent {type: ADDED|MODIFIED|DELETED, object}) until
 interrupted; Ctrl-C ends it with exit 0. It reads the catalog's change feed:
@@ -42,6 +48,7 @@ PostgreSQL's NOTIFY, or on SQLite the database file's writes.`,
   lethe get backups -l team=db -o json
   lethe get Backup nightly-0412 -o yaml
   lethe get databases -o name
+  lethe get databases -A --show-labels --sort-by=.metadata.creationTimestamp
   lethe get Database orders -n shop -o yaml | lethe apply -f -
   lethe get bk -o jsonpath='{.items[*].metadata.name}'
   lethe get databases -n shop -w
@@ -58,8 +65,13 @@ PostgreSQL's NOTIFY, or on SQLite the database file's writes.`,
 	c.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. team=db,env!=dev")
 	var w watchFlags
 	w.add(c)
+	var g getFlags
+	g.add(c)
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		if err := g.check(ns, args); err != nil {
 			return err
 		}
 		ctx := cmd.Context()
@@ -92,16 +104,20 @@ PostgreSQL's NOTIFY, or on SQLite the database file's writes.`,
 		if len(args) == 2 {
 			r, err := getResource(ctx, st, catalog.Key{Kind: kind, Namespace: ns, Name: args[1]})
 			if err != nil {
-				return err
+				return withNamespaceHint(ctx, st, err)
 			}
 			items = []*catalog.Resource{r}
 		} else {
 			if items, err = listAll(ctx, st, catalog.ListOptions{Kind: kind, Namespace: ns, LabelSelector: selector}); err != nil {
 				return err
 			}
+			if err := a.sortResources(ctx, kind, items, g.sortBy); err != nil {
+				return err
+			}
 		}
+		cols := columns{wide: *out == outWide, labels: g.showLabels}
 		if w.on() {
-			return a.watchResources(ctx, st, *out, kind, from, ns, args[1:], selector, items, w.only)
+			return a.watchResources(ctx, st, *out, cols, kind, from, ns, args[1:], selector, items, w.only)
 		}
 		if structured(*out) {
 			return a.printResources(ctx, *out, kind, items, len(args) == 2)
@@ -111,37 +127,47 @@ PostgreSQL's NOTIFY, or on SQLite the database file's writes.`,
 			return nil
 		}
 		now := time.Now()
-		t := newTable(a.s.Out, resourceHeaders(*out == outWide)...)
+		t := newTable(a.s.Out, resourceHeaders(cols)...)
 		for _, r := range items {
-			t.row(resourceRow(r, *out == outWide, now)...)
+			t.row(resourceRow(r, cols, now)...)
 		}
 		return t.flush()
 	}
 	return c
 }
 
-// resourceHeaders are get's columns (-o wide: more of them).
-func resourceHeaders(wide bool) []string {
+// columns are the columns of get's table: -o wide adds UID, VERSION and
+// LABELS; --show-labels adds LABELS.
+type columns struct{ wide, labels bool }
+
+// resourceHeaders are get's columns.
+func resourceHeaders(c columns) []string {
 	headers := []string{"NAMESPACE", "NAME", "PHASE", "OWNERS", "FINALIZERS", "AGE"}
-	if wide {
-		headers = append(headers, "UID", "VERSION", "LABELS")
+	if c.wide {
+		headers = append(headers, "UID", "VERSION")
+	}
+	if c.wide || c.labels {
+		headers = append(headers, "LABELS")
 	}
 	return headers
 }
 
 // resourceRow is r's row in get's table.
-func resourceRow(r *catalog.Resource, wide bool, now time.Time) []string {
+func resourceRow(r *catalog.Resource, c columns, now time.Time) []string {
 	row := []string{termtext.Quote(dash(r.Namespace)), termtext.Quote(r.Name), termtext.Quote(string(r.Phase) + blockingConditions(r.Conditions)), fmt.Sprint(len(r.Owners)),
 		dash(strings.Join(quoteAll(r.Finalizers), ",")), human(now.Sub(r.CreatedAt))}
-	if wide {
-		row = append(row, termtext.Quote(r.UID), fmt.Sprint(r.ResourceVersion), dash(joinMap(r.Labels)))
+	if c.wide {
+		row = append(row, termtext.Quote(r.UID), fmt.Sprint(r.ResourceVersion))
+	}
+	if c.wide || c.labels {
+		row = append(row, dash(joinMap(r.Labels)))
 	}
 	return row
 }
 
 // watchResources is get -w: the listing (unless only), then each change
 // of the kind that the namespace, name and selector select.
-func (a *app) watchResources(ctx context.Context, st catalog.Store, format, kind string, from int64, ns string, name []string,
+func (a *app) watchResources(ctx context.Context, st catalog.Store, format string, cols columns, kind string, from int64, ns string, name []string,
 	selector string, items []*catalog.Resource, only bool) error {
 	f, err := newWatchFilter(ns, "", selector)
 	if err != nil {
@@ -154,11 +180,10 @@ func (a *app) watchResources(ctx context.Context, st catalog.Store, format, kind
 		items = nil
 	}
 	t := &streamTable{w: a.s.Out}
-	wide := format == outWide
 	if !structured(format) {
-		rows := [][]string{resourceHeaders(wide)}
+		rows := [][]string{resourceHeaders(cols)}
 		for _, r := range items {
-			rows = append(rows, resourceRow(r, wide, time.Now()))
+			rows = append(rows, resourceRow(r, cols, time.Now()))
 		}
 		if err := t.print(rows...); err != nil {
 			return err
@@ -167,7 +192,7 @@ func (a *app) watchResources(ctx context.Context, st catalog.Store, format, kind
 	}
 	return a.watchFrom(ctx, st, kind, from, f, items, func(typ string, r *catalog.Resource, purged bool) error {
 		if !structured(format) {
-			return t.print(resourceRow(purgedCopy(r, purged), wide, time.Now()))
+			return t.print(resourceRow(purgedCopy(r, purged), cols, time.Now()))
 		}
 		obj, err := a.resourceObject(ctx, r)
 		if err != nil {
@@ -350,7 +375,7 @@ when its target is deleted); and its recent audit entries.`,
 		}
 		r, err := getResource(ctx, st, catalog.Key{Kind: kind, Namespace: ns, Name: args[1]})
 		if err != nil {
-			return err
+			return withNamespaceHint(ctx, st, err)
 		}
 		deps, err := st.Dependents(ctx, r.UID)
 		if err != nil {

@@ -171,8 +171,8 @@ lease is handed over); a second one aborts.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %d plugins, version %s, holder %q; Ctrl-C to stop\n",
-				termtext.Quote(catalog.RedactURL(a.g.store)), termtext.Quote(a.blobs.URL()), len(a.host.Plugins()), Version, del.Holder())
+			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %s, version %s, holder %q; Ctrl-C to stop\n",
+				termtext.Quote(catalog.RedactURL(a.g.store)), termtext.Quote(a.blobs.URL()), counted(len(a.host.Plugins()), "plugin", "plugins"), Version, del.Holder())
 			return srv.Run(ctx)
 		},
 	}

@@ -106,7 +106,7 @@ func syncRejections(results []registry.SyncResult) error {
 	if n == 0 {
 		return nil
 	}
-	return exitCodeError{code: exitIncomplete, err: fmt.Errorf("%d backup folder(s) rejected (see REASON); the others were synced", n)}
+	return exitCodeError{code: exitIncomplete, err: fmt.Errorf("%s rejected (see REASON); the others were synced", counted(n, "backup folder", "backup folders"))}
 }
 
 func (a *app) printSyncResults(out string, results []registry.SyncResult) error {

@@ -148,35 +148,78 @@ func printWatchEvent(w io.Writer, format, typ string, obj object) error {
 	return printObject(w, format, kindWatchEvent, watchEventView{Type: typ, Object: obj})
 }
 
-// streamTable prints a table row by row as a watch finds them: columns as
-// wide as the widest cell seen so far, three spaces apart (as table's).
+// streamTable prints a table row by row as a watch finds them, every row
+// aligned with the header above it: the first print is the header and the
+// listing, and sets the widths (each column at least its floor, so that
+// the usual later rows fit); a later row with a cell wider than its
+// column (the last column excepted: nothing follows it) widens the
+// columns and prints the header again above it, instead of shifting that
+// row away from the header (a pipe reads the header as a new table).
 type streamTable struct {
 	w      io.Writer
+	header []string
 	widths []int
 }
 
-// print writes rows, widening the columns for them first.
+// streamFloors are the least widths of the watched tables' columns: what
+// their usual values take (a phase with deletion progress, an age, a
+// uid).
+var streamFloors = map[string]int{
+	"NAMESPACE": 12, "NAME": 24, "PHASE": 18, "OWNERS": 6, "FINALIZERS": 18, "AGE": 6,
+	"UID": 36, "VERSION": 7, "ITEMS": 6, "SIZE": 9, "EXPIRES": 12,
+}
+
+// print writes rows; the first call's first row is the header.
 func (t *streamTable) print(rows ...[]string) error {
-	for _, row := range rows {
-		for i, c := range row {
-			if i >= len(t.widths) {
-				t.widths = append(t.widths, 0)
-			}
-			t.widths[i] = max(t.widths[i], utf8.RuneCountInString(c))
-		}
-	}
 	var b strings.Builder
-	for _, row := range rows {
-		for i, c := range row {
-			b.WriteString(c)
-			if i < len(row)-1 {
-				b.WriteString(strings.Repeat(" ", t.widths[i]-utf8.RuneCountInString(c)+3))
-			}
+	if t.header == nil && len(rows) > 0 {
+		t.header, rows = rows[0], rows[1:]
+		for _, h := range t.header {
+			t.widths = append(t.widths, max(streamFloors[h], utf8.RuneCountInString(h)))
 		}
-		b.WriteByte('\n')
+		t.widen(rows...)
+		t.line(&b, t.header)
+	}
+	for _, row := range rows {
+		if t.widen(row) {
+			t.line(&b, t.header)
+		}
+		t.line(&b, row)
 	}
 	_, err := io.WriteString(t.w, b.String())
 	return err
+}
+
+// widen makes the columns as wide as the cells of rows, and reports
+// whether one had to grow.
+func (t *streamTable) widen(rows ...[]string) bool {
+	grew := false
+	for _, row := range rows {
+		for i, c := range row {
+			if i >= len(t.widths) || i == len(t.header)-1 {
+				continue // past the header, or the last column: no column follows it
+			}
+			if n := utf8.RuneCountInString(c); n > t.widths[i] {
+				t.widths[i], grew = n, true
+			}
+		}
+	}
+	return grew
+}
+
+// line writes one row, three spaces between columns (as table's).
+func (t *streamTable) line(b *strings.Builder, row []string) {
+	for i, c := range row {
+		b.WriteString(c)
+		if i < len(row)-1 {
+			w := utf8.RuneCountInString(c)
+			if i < len(t.widths) {
+				w = t.widths[i]
+			}
+			b.WriteString(strings.Repeat(" ", w-utf8.RuneCountInString(c)+3))
+		}
+	}
+	b.WriteByte('\n')
 }
 
 // purgedCopy is r as a text row shows it once purged: phase Purged.

@@ -39,9 +39,9 @@ func (d *Deleter) loadSnapshots(ctx context.Context, b *backup.Backup, pin bool)
 	case errors.Is(err, blobstore.ErrNotFound) && rec == nil:
 		info = &backup.VolumeSnapshotsInfo{}
 	case errors.Is(err, blobstore.ErrNotFound):
-		return nil, fmt.Errorf("backup %s: %w: %s listed %d native volume snapshots at registration and is gone; "+
+		return nil, fmt.Errorf("backup %s: %w: %s listed %s at registration and is gone; "+
 			"no plugin runs and nothing is purged until it is back (or abandon the backup with --abandon)",
-			b.Name(), backup.ErrVolumeSnapshotsUnusable, blobstore.ObjectURL(bl.URL(), key), rec.Count)
+			b.Name(), backup.ErrVolumeSnapshotsUnusable, blobstore.ObjectURL(bl.URL(), key), plural(int(rec.Count), "native volume snapshot"))
 	case err != nil:
 		return nil, fmt.Errorf("backup %s: %w; no plugin runs and nothing is purged until it is fixed (or abandon the backup with --abandon)", b.Name(), err)
 	case rec != nil && rec.Digest != info.Digest:

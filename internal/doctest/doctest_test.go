@@ -84,6 +84,14 @@ func TestDocs(t *testing.T) {
 			t.Fatalf("the docs' commands need %s on the PATH: %v", tool, err)
 		}
 	}
+	// The docs' commands run in a copy: the checkout is as it was after
+	// them (git status the same), or a command wrote into it.
+	before := checkoutStatus(t)
+	t.Cleanup(func() {
+		if after := checkoutStatus(t); after != before {
+			t.Errorf("the docs' commands changed the checkout (git status before:\n%s\nafter:\n%s)", before, after)
+		}
+	})
 	var skipped []string
 	for _, path := range docFiles(t) {
 		rel, err := filepath.Rel(root, path)
@@ -372,12 +380,18 @@ func sandbox(home, dtDir string) []string {
 
 // farm makes work a copy of the checkout made of symbolic links, with
 // bin/ as `make build` leaves it (hard links to the binaries built once).
+// docs/ and mutants/ are copied instead: what the docs run writes there
+// (make mutation-sweep writes mutants/sweep/ and docs/mutation-sweep.md)
+// would go through a link into the checkout.
 func farm(t *testing.T, work string) {
 	entries, err := os.ReadDir(root)
 	require.NoError(t, err)
 	for _, e := range entries {
 		switch e.Name() {
 		case "bin", ".demo":
+			continue
+		case "docs", "mutants":
+			require.NoError(t, os.CopyFS(filepath.Join(work, e.Name()), os.DirFS(filepath.Join(root, e.Name()))))
 			continue
 		}
 		require.NoError(t, os.Symlink(filepath.Join(root, e.Name()), filepath.Join(work, e.Name())))
@@ -486,4 +500,12 @@ func match(d []*regexp.Regexp, g []string) bool {
 		return false
 	}
 	return len(g) > 0 && d[0].MatchString(g[0]) && match(d[1:], g[1:])
+}
+
+// checkoutStatus is git status of the checkout, untracked files included.
+func checkoutStatus(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=all").Output()
+	require.NoError(t, err, "git status of the checkout")
+	return string(out)
 }

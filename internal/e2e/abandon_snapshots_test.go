@@ -51,7 +51,7 @@ func TestAbandonWithoutTarballStillSendsNativeSnapshots(t *testing.T) {
 	require.Equal(t, int64(1), plan.Abandon.VolumeSnapshotsSent)
 	require.Equal(t, items, plan.Abandon.NotSent)
 	require.Contains(t, e.ok("backup", "delete", a, "--abandon", "--dry-run").stdout,
-		"Snapshots: 1 native volume snapshots would still be sent to their plugins")
+		"Snapshots: 1 native volume snapshot would still be sent to their plugins")
 
 	r = e.ok("backup", "delete", a, "--abandon", "--yes", "-o", "json")
 	var rep struct {

@@ -38,12 +38,12 @@ func TestAbandonOnAStuckDeletion(t *testing.T) {
 
 	r = e.run("backup", "delete", "stuck", "--abandon", "--dry-run")
 	require.Equal(t, 0, r.code, "%s", r)
-	require.Contains(t, r.stdout, "ABANDON:   1 items are failed or blocked")
+	require.Contains(t, r.stdout, "ABANDON:   1 item is failed or blocked")
 	require.NotContains(t, r.stdout, "REJECTED")
 	require.Equal(t, "Deleting", e.get("stuck").Phase)
 
 	r = e.ok("backup", "delete", "stuck", "--yes", "--abandon")
-	require.Contains(t, r.stdout, "deleted, ABANDONING: 1 items were still failed or blocked")
+	require.Contains(t, r.stdout, "deleted, ABANDONING: 1 item was still failed or blocked")
 	require.Contains(t, r.stdout, bad.Key())
 	e.requirePurged("stuck")
 

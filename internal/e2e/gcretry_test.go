@@ -55,7 +55,7 @@ func TestResourceRetryThroughTheBinary(t *testing.T) {
 	require.Contains(t, row.LastError, "injected failure for w")
 	id := strconv.FormatInt(row.ID, 10)
 	ex := e.ok("explain", "Widget", "w", "-n", "prod")
-	require.Contains(t, ex.stdout, "retry row "+id+": plugin test.lethe.io/a-first failed, 1 attempt(s)")
+	require.Contains(t, ex.stdout, "retry row "+id+": plugin test.lethe.io/a-first failed, 1 attempt")
 
 	// A block reference: a Wait row, with its next check.
 	r = e.run("delete", "App", "a", "-n", "prod", "--yes", "--wait")

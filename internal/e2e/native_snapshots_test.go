@@ -64,7 +64,7 @@ func TestNativeVolumeSnapshotsReachTheirPlugin(t *testing.T) {
 		t.Fatalf("backup sync: want exit 3 (one folder rejected): %s", r)
 	}
 	require.Contains(t, e.ok("backup", "describe", a).stdout,
-		"Snapshots:  1 native volume snapshots, items after the tarball's (from "+velero.VolumeSnapshotsKey(a)+")")
+		"Snapshots:  1 native volume snapshot, items after the tarball's (from "+velero.VolumeSnapshotsKey(a)+")")
 	full := e.folderFiles(a)
 	require.Len(t, full, 12, "velero-backup.json, the tarball and ten sibling files")
 
@@ -84,7 +84,7 @@ func TestNativeVolumeSnapshotsReachTheirPlugin(t *testing.T) {
 	require.Equal(t, int64(len(velerotest.Items())+1), plan.TotalItems)
 	require.Equal(t, int64(1), plan.VolumeSnapshots)
 	require.Contains(t, e.ok("backup", "delete", a, "--dry-run").stdout,
-		fmt.Sprintf("Items:     %d (%d in the tarball, 1 native volume snapshots)", len(velerotest.Items())+1, len(velerotest.Items())))
+		fmt.Sprintf("Items:     %d (%d in the tarball, 1 native volume snapshot)", len(velerotest.Items())+1, len(velerotest.Items())))
 	for _, p := range plan.Plugins {
 		switch p.Plugin {
 		case "lethe.io/native-snapshots":
@@ -143,7 +143,7 @@ func TestNativeVolumeSnapshotsReachTheirPlugin(t *testing.T) {
 	require.NoError(t, os.Remove(list))
 	r = e.run("backup", "delete", c, "--yes")
 	require.NotEqual(t, 0, r.code, r)
-	require.Contains(t, r.stderr, "listed 1 native volume snapshots at registration and is gone")
+	require.Contains(t, r.stderr, "listed 1 native volume snapshot at registration and is gone")
 	// The operator abandons it: purged, audited, the snapshot left.
 	e.ok("backup", "delete", c, "--yes", "--abandon")
 	require.Empty(t, e.folderFiles(c))

@@ -249,7 +249,7 @@ func TestPluginsAddedAfterRegistration(t *testing.T) {
 	r = e.ok("backup", "delete", "nightly", "--dry-run", "--abandon", "--skip-plugin", recFirst)
 	require.Contains(t, r.stdout, "SKIPPED:   plugin "+recFirst+" (--skip-plugin): items it would receive, abandoned: 1, e.g. "+bad.Key())
 	r = e.ok("backup", "delete", "nightly", "--yes", "--abandon", "--skip-plugin", recFirst)
-	require.Contains(t, r.stdout, "abandoned 1 items at skipped plugin "+recFirst)
+	require.Contains(t, r.stdout, "abandoned 1 item at skipped plugin "+recFirst)
 	e.requirePurged("nightly")
 	r = e.ok("audit", "--name", "nightly", "-o", "json")
 	require.Contains(t, r.stdout, `"skippedPlugins"`)

@@ -170,18 +170,28 @@ func TestOutputSchemaIsOneShapePerCommand(t *testing.T) {
 	requireObject(t, e.ok("version", "-o", "json"), "Version")
 }
 
-// TestGetYAMLAppliesBackUnchanged: what get -o yaml prints, apply takes
-// back as it is (apiVersion, uid, timestamps and lifecycle included), and
-// changes nothing; the same for a list and for a bundle. (A bundle's
-// member is applied through its bundle: apply refuses it alone.)
-func TestGetYAMLAppliesBackUnchanged(t *testing.T) {
+// TestGetYAMLAppliesBackUnchangedForEveryKind: what get -o yaml (or
+// json) prints, apply takes back as it is (apiVersion, uid, timestamps
+// and lifecycle included) and changes nothing, for every kind get prints:
+// a user-defined kind, a bundle, a bundle member on its own, a Backup, a
+// storage location, and lists of them.
+func TestGetYAMLAppliesBackUnchangedForEveryKind(t *testing.T) {
 	e := newEnv(t)
 	e.ok("apply", "-f", e.writeFile("shop.yaml", schemaShop))
+	e.create("b1", 3, "--labels", "team=db", "--ttl", "720h")
+	e.ok("backup", "sync") // records the default location
 	for _, args := range [][]string{
 		{"get", "Database", "orders", "-n", "shop"},
 		{"get", "Service", "web", "-n", "shop"},
 		{"get", "Bundle", "front"},
+		{"get", "Cache", "cache", "-n", "shop"}, // the member of Bundle/front
+		{"get", "backup", "b1"},
+		{"backup", "get", "b1"},
+		{"get", "backupstoragelocation", "default"},
 		{"get", "services"},
+		{"get", "backups"},
+		{"backup", "list"},
+		{"get", "caches"},
 	} {
 		for _, format := range []string{"yaml", "json"} {
 			got := e.ok(append(args, "-o", format)...)
@@ -193,12 +203,66 @@ func TestGetYAMLAppliesBackUnchanged(t *testing.T) {
 			for _, c := range rep.Changes {
 				assert.Equal(t, "unchanged", c.Action, "%v -o %s | apply: %s", args, format, r.stdout)
 			}
+			assert.Equal(t, got.stdout, e.ok(append(args, "-o", format)...).stdout, "%v: apply wrote something", args)
 		}
 	}
 	// An apiVersion Lethe does not speak is refused, in one line.
 	r := e.runStdin("apiVersion: v1\nkind: Database\nmetadata: {name: orders, namespace: shop}\n", "apply", "-f", "-")
 	requireOneErrorLine(t, r, "apiVersion: want lethe.io/v1")
 	assert.Equal(t, 1, r.code, "a refused manifest (README's exit codes): %s", r)
+}
+
+// TestApplyRefusesAChangeToABackupOrAMemberNamingTheField: a document
+// get printed, edited where apply cannot write (a Backup is Lethe's, a
+// member's fields are its bundle's), is refused with one line naming the
+// field, exit 2, and nothing of the apply is written, not even the
+// documents beside it that apply could write.
+func TestApplyRefusesAChangeToABackupOrAMemberNamingTheField(t *testing.T) {
+	e := newEnv(t)
+	e.ok("apply", "-f", e.writeFile("shop.yaml", schemaShop))
+	e.create("b1", 3, "--labels", "team=db")
+	e.ok("backup", "sync")
+	db := e.ok("get", "Database", "orders", "-n", "shop", "-o", "yaml").stdout
+	dbChanged := strings.Replace(db, "size: 10", "size: 20", 1)
+	require.NotEqual(t, db, dbChanged)
+	for _, c := range []struct {
+		get       []string
+		from, to  string
+		field     string
+		bundleMsg bool
+	}{
+		{[]string{"get", "backup", "b1"}, "items: 3", "items: 4", "spec: apply cannot change a Backup's spec", false},
+		{[]string{"get", "backup", "b1"}, "team: db", "team: web", "metadata.labels: apply cannot change a Backup's metadata.labels", false},
+		{[]string{"get", "backup", "b1"}, "  name: b1\n", "  name: b1\n  annotations: {a: b}\n", "metadata.annotations: apply cannot change a Backup's", false},
+		{[]string{"get", "backupstoragelocation", "default"}, "default: true", "default: false", "spec: apply cannot change a BackupStorageLocation's spec", false},
+		{[]string{"get", "Cache", "cache", "-n", "shop"}, "size: 1", "size: 2", "spec: Cache/shop/cache is a member of Bundle/front, which owns its spec", true},
+		{[]string{"get", "Cache", "cache", "-n", "shop"}, "  name: cache\n", "  name: cache\n  labels: {a: b}\n", "metadata.labels: Cache/shop/cache is a member of Bundle/front", true},
+		{[]string{"get", "Cache", "cache", "-n", "shop"}, "blockOwnerDeletion: true", "blockOwnerDeletion: false", "metadata.ownerReferences: Cache/shop/cache is a member of Bundle/front", true},
+	} {
+		before := e.ok(append(c.get, "-o", "yaml")...).stdout
+		edited := strings.Replace(before, c.from, c.to, 1)
+		require.NotEqual(t, before, edited, "%v: %q not in\n%s", c.get, c.from, before)
+		for _, dry := range []bool{true, false} {
+			args := []string{"apply", "-f", "-"}
+			if dry {
+				args = append(args, "--dry-run")
+			}
+			// The database's change comes first: it is not written either.
+			r := e.runStdin(dbChanged+"---\n"+edited, args...)
+			requireOneErrorLine(t, r, c.field)
+			assert.Equal(t, 2, r.code, "%s", r)
+			assert.Contains(t, r.stderr, "nothing was applied", "%s", r)
+			if c.bundleMsg {
+				assert.Contains(t, r.stderr, "change it through its bundle", "%s", r)
+			}
+			assert.Equal(t, before, e.ok(append(c.get, "-o", "yaml")...).stdout, "%v: written", c.get)
+			assert.Equal(t, db, e.ok("get", "Database", "orders", "-n", "shop", "-o", "yaml").stdout, "the database beside it was written")
+		}
+	}
+	// A Backup that does not exist is not created: register it instead.
+	r := e.runStdin("kind: Backup\nmetadata: {name: nope}\nspec: {}\n", "apply", "-f", "-")
+	requireOneErrorLine(t, r, "register one with 'lethe backup create'")
+	assert.Equal(t, 1, r.code, "%s", r)
 }
 
 // TestOutputNameWideAndJSONPath: -o name prints kind/name as kubectl

@@ -50,7 +50,7 @@ func TestPluginLockOnAFreshHomeWithOnlyVeleroPlugins(t *testing.T) {
 	copyFile(t, filepath.Join(bin, pluginNoop), filepath.Join(velero, "velero-plugin-example"), 0o750)
 	r := e.ok("plugin", "lock")
 	require.Contains(t, r.stdout, "velero-plugin-example")
-	require.Contains(t, r.stdout, "1 Velero plugin binaries pinned")
+	require.Contains(t, r.stdout, "1 Velero plugin binary pinned")
 	require.FileExists(t, filepath.Join(velero, "lethe-plugins.lock"))
 	r = e.ok("plugin", "lock")
 	require.Contains(t, r.stdout, "unchanged")
@@ -72,7 +72,7 @@ func TestPluginLockShowsTheVeleroPluginsBesideLethesFolder(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(velero, "lethe-plugins.lock")))
 	r = e.ok("plugin", "lock")
 	require.Regexp(t, `velero-plugin-example\s+[0-9a-f]{64}\s+new`, r.stdout)
-	require.Contains(t, r.stdout, "1 Velero plugin binaries pinned")
+	require.Contains(t, r.stdout, "1 Velero plugin binary pinned")
 	r = e.ok("plugin", "lock")
 	require.Regexp(t, `velero-plugin-example\s+[0-9a-f]{64}\s+unchanged`, r.stdout)
 }

@@ -141,7 +141,7 @@ func TestBackupForegroundWaitsForDependents(t *testing.T) {
 		require.Equal(t, "DependentStuck", stuck(x).Reason)
 		e, err := f.c.Explain(f.ctx, bk.Key())
 		require.NoError(t, err)
-		require.Contains(t, e.Reason, "waiting for 1 dependent(s) with blockOwnerDeletion (Foreground)")
+		require.Contains(t, e.Reason, "waiting for 1 dependent with blockOwnerDeletion (Foreground)")
 		require.Len(t, e.WaitingFor, 1)
 		require.Equal(t, held.Key(), e.WaitingFor[0].Resource)
 		require.Contains(t, e.WaitingFor[0].Reason, "example.com/drain")

@@ -86,7 +86,7 @@ func (c *Collector) retryRows(ctx context.Context, r *catalog.Resource, keep fun
 		case catalog.RetryRunning:
 			next = "being retried now by " + row.Holder
 		}
-		lines = append(lines, fmt.Sprintf("retry row %d: %s, %d attempt(s), last error: %s; %s", row.ID, what, row.Attempts, cmp.Or(row.LastError, "-"), next))
+		lines = append(lines, fmt.Sprintf("retry row %d: %s, %s, last error: %s; %s", row.ID, what, attempts(row.Attempts), cmp.Or(row.LastError, "-"), next))
 	}
 	return infos, lines, nil
 }
@@ -202,7 +202,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 			}
 		}
 		if n > 0 {
-			reasons = append(reasons, fmt.Sprintf("waiting for %d dependent(s) with blockOwnerDeletion (Foreground)", n))
+			reasons = append(reasons, fmt.Sprintf("waiting for %s with blockOwnerDeletion (Foreground)", counted(n, "dependent")))
 		} else if !slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
 			// While the plugins still have it, they are what it waits
 			// for (said below): the cascade finalizer goes after them.
@@ -249,7 +249,7 @@ func (c *Collector) explain(ctx context.Context, r *catalog.Resource, path []str
 		reasons = append(reasons, "its cascade is being carried out (finalizer "+catalog.FinalizerCascade+")")
 	}
 	if len(cascaders) > 0 {
-		reasons = append(reasons, fmt.Sprintf("waiting for %d referrer(s) with a cascade reference to it (Foreground): %s", len(cascaders), strings.Join(cascaders, ", ")))
+		reasons = append(reasons, fmt.Sprintf("waiting for %s with a cascade reference to it (Foreground): %s", counted(len(cascaders), "referrer"), strings.Join(cascaders, ", ")))
 	}
 	if len(blockers) > 0 {
 		reasons = append(reasons, r.Key().String()+" is blocked by "+strings.Join(blockers, ", ")+" (block reference): it cannot be purged while they exist")
@@ -388,7 +388,22 @@ func (c *Collector) explainPurged(ctx context.Context, k catalog.Key, ts *catalo
 		e.WaitingFor = append(e.WaitingFor, ce)
 	}
 	if len(left) > 0 {
-		e.Reason += fmt.Sprintf("; what its deletion set off is not finished: %d resource(s)", len(left))
+		what := fmt.Sprintf("%d resources", len(left))
+		if len(left) == 1 {
+			what = "1 resource"
+		}
+		e.Reason += "; what its deletion set off is not finished: " + what
 	}
 	return e, nil
+}
+
+// attempts counts a retry row's attempts: "1 attempt", "3 attempts".
+func attempts(n int) string { return counted(n, "attempt") }
+
+// counted is n and word, plural unless n is 1: "1 dependent", "2 dependents".
+func counted(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
 }

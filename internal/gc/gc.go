@@ -98,6 +98,10 @@ type Catalog interface {
 	catalog.Feed
 	catalog.Progress
 	catalog.Audit
+	// BackReferences says which peers hold a back-reference to a
+	// resource (docs/federation.md): such a resource cannot be deleted
+	// yet, and whatever waits for it is stuck.
+	BackReferences(ctx context.Context, target catalog.Key) ([]*catalog.BackReference, error)
 }
 
 // Session is one plugin's stream of items (see pluginhost.Session).

@@ -881,6 +881,9 @@ func (c *Collector) stuckOf(ctx context.Context, r *catalog.Resource, w *waits) 
 			return &stuckInfo{reason: "BlockedByReferrer", chain: append([]string{self + " is blocked by " + x.Key().String() + " (block reference)"}, s.Message)}
 		}
 	}
+	if s := c.heldByPeer(ctx, self, append(slices.Clone(w.dependents), w.cascaders...)); s != nil {
+		return s
+	}
 	for _, d := range append(slices.Clone(w.dependents), w.cascaders...) {
 		if d.Phase == catalog.PhaseScheduled && d.DeletionDueAt != nil {
 			return &stuckInfo{reason: ReasonGraceWindow, chain: []string{self + " waits for " + d.Key().String() +
@@ -923,6 +926,35 @@ func finalizeArgs(k catalog.Key, f string) string {
 var collectorReasons = map[string]bool{
 	"BlockedByReferrer": true, "DependentStuck": true, "PluginUnfinished": true,
 	"WaitingForFinalizer": true, "OwnerCycle": true, ReasonCycle: true, ReasonReferrerStuck: true, ReasonGraceWindow: true,
+	ReasonHeldByPeer: true,
+}
+
+// ReasonHeldByPeer is the reason of a resource waiting for a dependent or
+// cascade referrer that a peer holds a back-reference to. Deletion across
+// peers is not implemented yet, so the catalog refuses to delete it, and
+// the wait would never end by itself.
+const ReasonHeldByPeer = "HeldByPeer"
+
+// heldByPeer is the stuckInfo of self waiting for one of ds (not yet
+// Deleting) that a peer references; nil when none is.
+func (c *Collector) heldByPeer(ctx context.Context, self string, ds []*catalog.Resource) *stuckInfo {
+	for _, d := range ds {
+		if d.Phase == catalog.PhaseDeleting {
+			continue
+		}
+		bs, err := c.st.BackReferences(ctx, d.Key())
+		if err != nil {
+			c.log.Warn("reading back-references from peers", "resource", d.Key(), "error", err)
+			continue
+		}
+		if len(bs) > 0 {
+			b := bs[0]
+			return &stuckInfo{reason: ReasonHeldByPeer, chain: []string{fmt.Sprintf(
+				"%s waits for %s, which %d resource(s) on other peers reference (first: %s on peer %s, %s); deletion across peers is not implemented yet",
+				self, d.Key(), len(bs), b.Referrer.Key(), b.Peer, b.OnTargetDelete)}}
+		}
+	}
+	return nil
 }
 
 func stuckCondition(r *catalog.Resource) *catalog.Condition {

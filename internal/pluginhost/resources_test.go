@@ -17,3 +17,15 @@ func TestLethesOwnResourceIsNoUnresolvedName(t *testing.T) {
 	}})
 	require.Equal(t, []string{"widgets.example.com"}, unresolved)
 }
+
+// TestCSISnapshotResourcesAreNoUnresolvedNames: the CSI snapshot API's
+// resources (what the example snapshot-files plugin selects) resolve as
+// discovery resolves them, so loading that plugin warns of nothing.
+func TestCSISnapshotResourcesAreNoUnresolvedNames(t *testing.T) {
+	resolved, unresolved := ResolveSelector(plugin.ResourceSelector{IncludedResources: []string{
+		"volumesnapshotcontents.snapshot.storage.k8s.io", "vsc", "VolumeSnapshot", "volumesnapshotclasses",
+	}})
+	require.Empty(t, unresolved)
+	require.Equal(t, []string{"volumesnapshotcontents.snapshot.storage.k8s.io", "volumesnapshotcontents.snapshot.storage.k8s.io",
+		"volumesnapshots.snapshot.storage.k8s.io", "volumesnapshotclasses"}, resolved.IncludedResources)
+}

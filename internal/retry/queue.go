@@ -368,7 +368,11 @@ func (q *Queue) RetryNow(ctx context.Context, id int64, dryRun bool) (*catalog.R
 			return catalog.RetryPlan{}, fmt.Errorf("retry row %d: %w (held by %s until %s)", r.ID, ErrRunning, r.Holder, r.LeaseExpiresAt.Format(time.RFC3339))
 		}
 		owner := ownerKey(r.Key)
-		msg := fmt.Sprintf("requeued by %s (was %s, %d attempt(s))", catalog.ActorFrom(ctx), r.State, r.Attempts)
+		tries := fmt.Sprintf("%d attempts", r.Attempts)
+		if r.Attempts == 1 {
+			tries = "1 attempt"
+		}
+		msg := fmt.Sprintf("requeued by %s (was %s, %s)", catalog.ActorFrom(ctx), r.State, tries)
 		details, _ := json.Marshal(map[string]any{"retry": r.ID, "item": r.ItemID, "plugin": r.Plugin, "was": r.State, "attempts": r.Attempts})
 		return catalog.RetryPlan{State: catalog.RetryRetryable, NextAttemptAt: now, ResetAttempts: r.State == catalog.RetryDiscarded,
 			Note: &catalog.RetryAttempt{Time: now, Outcome: "requeued", Message: msg},

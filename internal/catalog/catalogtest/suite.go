@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("WriteEach", func(t *testing.T) { testWriteEach(t, newStore) })
 	t.Run("CreateBatch", func(t *testing.T) { testCreateBatch(t, newStore) })
 	t.Run("Update", func(t *testing.T) { testUpdate(t, newStore) })
+	t.Run("UpdateAuditsWhatChangedAndNotANoop", func(t *testing.T) { testUpdateAuditsWhatChangedAndNotANoop(t, newStore) })
 	t.Run("WriteBatch", func(t *testing.T) { testWriteBatch(t, newStore) })
 	t.Run("List", func(t *testing.T) { testList(t, newStore) })
 	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, newStore) })
@@ -102,6 +103,9 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ConcurrentWritesNeverStoreACycle", func(t *testing.T) { testConcurrentWritesNeverStoreACycle(t, newStore) })
 	t.Run("UndeleteLeavesTheCascades", func(t *testing.T) { testUndeleteLeavesTheCascades(t, newStore) })
 	t.Run("DeletionRoot", func(t *testing.T) { testDeletionRoot(t, newStore) })
+	t.Run("PeerReferenceQueuesItsIntentWithTheEdge", func(t *testing.T) { testPeerReferenceQueuesItsIntentWithTheEdge(t, newStore) })
+	t.Run("PeerAnswerMovesTheEdgeAndOnlyAnAnswerDoes", func(t *testing.T) { testPeerAnswerMovesTheEdgeAndOnlyAnAnswerDoes(t, newStore) })
+	t.Run("BackReferenceHoldsItsTarget", func(t *testing.T) { testBackReferenceHoldsItsTarget(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {

@@ -119,8 +119,11 @@ func run(root, out string) error {
 			if ex := strings.TrimSpace(env["excluded"]); ex != "" {
 				run += "; **files not swept:** `" + strings.Join(strings.Fields(ex), "`, `") + "`"
 			}
+			if tests := strings.TrimSpace(env["run"]); tests != "" {
+				run += "; only the tests `-run " + strings.ReplaceAll(tests, "|", `\|`) + "`"
+			}
 			if sk := strings.TrimSpace(env["skipped"]); sk != "" {
-				run += "; **tests not run:** `go test -skip '" + sk + "'`"
+				run += "; **tests not run:** `-skip " + strings.ReplaceAll(sk, "|", `\|`) + "`"
 			}
 			if note := strings.TrimSpace(env["note"]); note != "" {
 				run += "; " + note
@@ -235,6 +238,7 @@ is equivalent (no test can tell it from the original) or decides no rule.
 The hand-written mutants in ` + "`mutants/`" + ` (` + "`make mutants`" + `, in CI) cover
 the rules a one-token change cannot express.
 
+<!-- doctest: skip hours on 2 cores, and it writes mutants/sweep/: run in the docs' scratch folder, it found no test and replaced every package's result -->
 ` + "```sh" + `
 make mutation-sweep                                   # every package below (hours on 2 cores)
 make mutation-sweep SWEEP_PKGS="internal/softdelete"  # one package; the others keep their last result

@@ -69,7 +69,7 @@ func (s *Store) WriteEach(ctx context.Context, n int, at func(i int) (catalog.Wr
 			in := w.Resource
 			var next *catalog.Resource
 			var stmts []Stmt
-			action, from := "update", catalog.Phase("")
+			action, from, reason := "update", catalog.Phase(""), ""
 			evType := catalog.EventUpdated
 			if w.Create {
 				// A taken key fails the insert below (the unique key on
@@ -102,6 +102,7 @@ func (s *Store) WriteEach(ctx context.Context, n int, at func(i int) (catalog.Wr
 					return err
 				}
 				from = cur.Phase
+				reason = "changed: " + changedFields(cur, next)
 				if grewEdges(cur, next) && cycleEdgesIn(next) {
 					grew = append(grew, next.UID)
 				}
@@ -136,7 +137,7 @@ func (s *Store) WriteEach(ctx context.Context, n int, at func(i int) (catalog.Wr
 			}
 			stmts = append(stmts, edgeStmts(next)...)
 			stmts = append(stmts, changeStmt(evType, ver, next, doc), auditStmt(catalog.AuditEntry{Time: now, Actor: actor, Action: action,
-				Kind: next.Kind, Namespace: next.Namespace, Name: next.Name, UID: next.UID, FromPhase: from, ToPhase: next.Phase}))
+				Kind: next.Kind, Namespace: next.Namespace, Name: next.Name, UID: next.UID, FromPhase: from, ToPhase: next.Phase, Reason: reason}))
 			if err := q.ExecBatch(ctx, stmts); err != nil {
 				if err := s.mapErr(err); errors.Is(err, catalog.ErrAlreadyExists) {
 					return fmt.Errorf("%s: %w", next.Key(), err)

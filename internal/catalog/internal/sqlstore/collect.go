@@ -117,12 +117,15 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 
 // canGo is the condition on r, the resource of item i, that it can go at
 // once: its version is the item's, it is neither Deleting nor finalized,
-// and nothing depends on it or holds it.
+// and nothing depends on it or holds it, here or on a peer (a peer's
+// back-reference of any kind holds it: see heldByPeers).
 func canGo(cd CollectDialect) string {
 	return `r.resource_version = i.rv AND r.phase IN ('Active', 'Scheduled') AND ` + cd.NoFinalizers + `
   AND NOT EXISTS (SELECT 1 FROM owner_edges e WHERE e.owner_uid = r.uid)
   AND NOT EXISTS (SELECT 1 FROM reference_edges e WHERE e.target_kind = r.kind AND e.target_namespace = r.namespace
-                  AND e.target_name = r.name AND e.on_target_delete <> 'allowDangling')`
+                  AND e.target_name = r.name AND e.on_target_delete <> 'allowDangling')
+  AND NOT EXISTS (SELECT 1 FROM peer_back_references p WHERE p.target_kind = r.kind AND p.target_namespace = r.namespace
+                  AND p.target_name = r.name)`
 }
 
 // collectStaged is collectBatch with a stage table (CollectDialect.Stage):

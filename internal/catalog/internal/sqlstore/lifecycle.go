@@ -38,6 +38,9 @@ func (s *Store) Schedule(ctx context.Context, k catalog.Key, opts catalog.Schedu
 		return nil, err
 	}
 	return s.mutate(ctx, mutation{key: k, action: "schedule", actor: catalog.ActorFrom(ctx), reason: opts.Reason, rootDetails: true,
+		guard: func(ctx context.Context, q Querier, cur *catalog.Resource) error {
+			return s.heldByPeers(ctx, q, cur, catalog.PhaseScheduled)
+		},
 		apply: func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error) {
 			if cur.Phase != catalog.PhaseActive {
 				return nil, transitionErr(cur, catalog.PhaseScheduled, "only an Active resource can be scheduled for deletion")
@@ -70,6 +73,9 @@ func (s *Store) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOp
 		action = opts.Action
 	}
 	return s.mutate(ctx, mutation{key: k, action: action, actor: catalog.ActorFrom(ctx), reason: opts.Reason, rootDetails: true,
+		guard: func(ctx context.Context, q Querier, cur *catalog.Resource) error {
+			return s.heldByPeers(ctx, q, cur, catalog.PhaseDeleting)
+		},
 		apply: func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error) {
 			if opts.OnlyIfScheduled && cur.Phase != catalog.PhaseScheduled {
 				return nil, transitionErr(cur, catalog.PhaseDeleting, "no longer Scheduled (undeleted meanwhile?)")

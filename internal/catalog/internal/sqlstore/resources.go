@@ -323,7 +323,14 @@ func (s *Store) Update(ctx context.Context, r *catalog.Resource) (*catalog.Resou
 		return nil, err
 	}
 	return s.mutate(ctx, mutation{key: r.Key(), action: "update", actor: catalog.ActorFrom(ctx), rewriteEdges: true,
-		apply: func(cur *catalog.Resource, _ time.Time) (*catalog.Resource, error) { return updated(cur, r) }})
+		changes: true,
+		apply: func(cur *catalog.Resource, _ time.Time) (*catalog.Resource, error) {
+			next, err := updated(cur, r)
+			if err == nil && changedFields(cur, next) == "" {
+				return nil, errNoop // nothing to write, nothing to audit
+			}
+			return next, err
+		}})
 }
 
 // updated is the new state when r updates cur (Update, WriteBatch).

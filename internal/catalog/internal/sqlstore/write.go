@@ -102,7 +102,13 @@ type mutation struct {
 	// rootDetails: the audit entry's details name the new state's
 	// DeletionRoot, when it has one (Schedule, Delete).
 	rootDetails bool
-	apply       func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error)
+	// changes: the audit entry's reason, when reason is empty, names the
+	// fields the write changed (Update: see changedFields).
+	changes bool
+	apply   func(cur *catalog.Resource, now time.Time) (*catalog.Resource, error)
+	// guard, when set, may refuse the write after the row is locked,
+	// reading other rows in the same transaction.
+	guard func(ctx context.Context, q Querier, cur *catalog.Resource) error
 }
 
 // mutate runs m in a write transaction: it reserves a version, loads the
@@ -120,6 +126,11 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 			return err
 		}
 		cur = c
+		if m.guard != nil {
+			if err := m.guard(ctx, q, cur); err != nil {
+				return err
+			}
+		}
 		next, err := m.apply(clone(cur), now)
 		if err != nil {
 			return err
@@ -144,9 +155,13 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 				return err
 			}
 		}
+		reason := m.reason
+		if m.changes && reason == "" {
+			reason = "changed: " + changedFields(cur, next)
+		}
 		stmts = append(stmts, ch, auditStmt(catalog.AuditEntry{Time: now, Actor: m.actor, Action: m.action,
 			Kind: next.Kind, Namespace: next.Namespace, Name: next.Name, UID: next.UID,
-			FromPhase: cur.Phase, ToPhase: next.Phase, Reason: m.reason, Details: details}))
+			FromPhase: cur.Phase, ToPhase: next.Phase, Reason: reason, Details: details}))
 		if m.rewriteEdges && grewEdges(cur, next) {
 			// A new edge: the cycle check reads the rows just written.
 			if err := q.ExecBatch(ctx, stmts); err != nil {
