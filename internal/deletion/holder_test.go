@@ -33,4 +33,9 @@ func TestDeadLocalHolder(t *testing.T) {
 	require.False(t, deadLocalHolder(fmt.Sprintf("%s pid %d ns 1", host, live.Process.Pid)),
 		"a process of another PID namespace (a container sharing the hostname) is never presumed dead")
 	require.False(t, deadLocalHolder(fmt.Sprintf("%s pid %d", host, live.Process.Pid)), "without a namespace, never presumed dead")
+	// kill(2) reads a pid under 1 as a process group (or every process):
+	// such a name is never presumed dead.
+	for _, pid := range []int{0, -1, -2147483647} {
+		require.False(t, deadLocalHolder(holder(pid)), "pid %d", pid)
+	}
 }
