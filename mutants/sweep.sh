@@ -17,7 +17,9 @@
 # file names of the package to mutate, the others excluded as SWEEP_EXCLUDE
 # does (and listed in the report the same way). SWEEP_RUN: a go test -run
 # regexp, so only those tests run on the coverage step and on each mutant
-# (recorded in the report). SWEEP_TESTS: space-separated packages whose
+# (recorded in the report). SWEEP_SKIP: a go test -skip regexp of tests not
+# run (e.g. slow tests of files not swept), recorded the same way.
+# SWEEP_TESTS: space-separated packages whose
 # tests judge the package instead of its own (for
 # internal/catalog/internal/sqlstore, the drivers that run the conformance
 # suite, the default for that package): gremlins then runs in --integration
@@ -41,9 +43,9 @@ for e in ${SWEEP_EXCLUDE:-}; do exclude+=(--exclude-files "$e"); done
 # Each mutant's test binary is linked afresh: without DWARF it links sooner.
 # -count=1: gremlins times its coverage run to set each mutant's timeout, and
 # a cached test result would make that time (and every timeout) far too short.
-# gremlins runs go test with the environment it was given, so a -run in
+# gremlins runs go test with the environment it was given, so a -run (or -skip) in
 # GOFLAGS reaches the coverage run and every mutant's run alike.
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w -count=1${SWEEP_RUN:+ -run=$SWEEP_RUN}"
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-w -count=1${SWEEP_RUN:+ -run=$SWEEP_RUN}${SWEEP_SKIP:+ -skip=$SWEEP_SKIP}"
 realgo=$(command -v go)
 shim=$(mktemp -d "${TMPDIR:-/tmp}/lethe-sweep-go-XXXXXX")
 trap 'rm -rf "$shim"' EXIT
@@ -109,9 +111,9 @@ for p in "${pkgs[@]}"; do
     exit 1
   fi
   mv "$out.tmp" "$out"
-  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\nrun=%s\ntests=%s\n' \
+  printf 'date=%s\ncommit=%s\nseconds=%s\ncoefficient=%s\npostgres=%s\nexcluded=%s\nrun=%s\nskipped=%s\ntests=%s\n' \
     "$(date -u +%Y-%m-%dT%H:%MZ)" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- "$p" || echo '+changes')" \
-    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "$excluded" "${SWEEP_RUN:-}" "$tests" >"${out%.json}.env"
+    "$(( $(date +%s) - start ))" "$coef" "$([ -n "${LETHE_TEST_POSTGRES_URL:-}" ] && echo yes || echo no)" "$excluded" "${SWEEP_RUN:-}" "${SWEEP_SKIP:-}" "$tests" >"${out%.json}.env"
   # gremlins counts a mutant that does not build (a string's + turned into
   # -) as killed: viable rebuilds each killed arithmetic mutant and marks
   # those that do not build NOT VIABLE.

@@ -277,11 +277,36 @@ func TestBlockedItemWaitsForItsLock(t *testing.T) {
 	require.Equal(t, deletion.ResultIncomplete, rep.Result)
 	require.Equal(t, "blocked", rep.Unsettled[0].Outcome)
 	require.Equal(t, e.now.Add(time.Minute), rep.Unsettled[0].NextAttemptAt.UTC())
+	// The checkpoint counts it blocked at its plugin, neither failed nor done.
+	prog, _, err := e.store.LoadProgress(e.ctx, e.backup("nightly").Resource.UID)
+	require.NoError(t, err)
+	blocker := rep.Unsettled[0].Plugin
+	require.Equal(t, catalog.OutcomeCount{Done: 29, Blocked: 1}, prog.Counts[blocker], "%+v", prog.Counts)
+	// So does the backup's status, which `backup get` shows.
+	ds := e.backup("nightly").Status.Deletion
+	require.NotNil(t, ds, "the backup's status has no deletion summary")
+	require.EqualValues(t, 30, ds.TotalItems)
+	require.EqualValues(t, 1, ds.Unsettled)
+	require.Equal(t, catalog.OutcomeCount{Done: 29, Blocked: 1}, ds.Counts[blocker], "%+v", ds.Counts)
+	stuck := condition(e.backup("nightly").Resource, "DeletionStuck")
+	require.NotNil(t, stuck)
+	require.Equal(t, "True", stuck.Status)
+	since := stuck.LastTransitionTime
 
+	e.now = e.now.Add(2 * time.Minute)
 	rep, err = e.del.Delete(e.ctx, "nightly", deletion.Options{})
 	require.NoError(t, err)
 	require.Equal(t, deletion.ResultIncomplete, rep.Result, "still locked")
 	require.Equal(t, 2, rep.Unsettled[0].Attempts)
+	// Still stuck: one DeletionStuck condition, true since the first run.
+	var stuckConds []catalog.Condition
+	for _, c := range e.backup("nightly").Resource.Conditions {
+		if c.Type == "DeletionStuck" {
+			stuckConds = append(stuckConds, c)
+		}
+	}
+	require.Len(t, stuckConds, 1, "%+v", stuckConds)
+	require.True(t, since.Equal(stuckConds[0].LastTransitionTime), "true since %s, not %s", since, stuckConds[0].LastTransitionTime)
 
 	require.NoError(t, os.Remove(lock))
 	rep, err = e.del.Delete(e.ctx, "nightly", deletion.Options{})

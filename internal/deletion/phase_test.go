@@ -50,6 +50,7 @@ func TestCascadedUnfinishedBackupWaitsForVelero(t *testing.T) {
 	var ue *deletion.UnfinishedError
 	require.ErrorAs(t, err, &ue)
 	require.Equal(t, "WaitingForPluginOperations", ue.Phase)
+	require.ErrorContains(t, err, "(phase WaitingForPluginOperations)", "the error names the phase Velero is in")
 	require.NotEmpty(t, listKeys(t, p.blobs, velero.BackupDir(name)), "nothing purged")
 
 	putPhase(t, p.blobs, name, "Completed")

@@ -31,3 +31,32 @@ func TestPurgeReportNamesTheFolderInsideTheLocationURL(t *testing.T) {
 		assert.Equal(t, []string{want}, purgedOthers(urlStore{url: loc}, b, removed), loc)
 	}
 }
+
+// TestThePurgeReportSaysVeleroBackupJSONFirstOnlyWhenOneWasRemoved: the
+// report says velero-backup.json went first only when the purge removed
+// one; a folder without it is reported as other files alone.
+func TestThePurgeReportSaysVeleroBackupJSONFirstOnlyWhenOneWasRemoved(t *testing.T) {
+	b := &backup.Backup{}
+	b.Spec.StorageKey = "backups/nightly/nightly.tar.gz"
+	loc := urlStore{url: "file:///srv/bucket"}
+	assert.Equal(t, []string{"2 other files under file:///srv/bucket/backups/nightly/"},
+		purgedOthers(loc, b, []string{b.Spec.StorageKey, "backups/nightly/nightly-logs.gz", "backups/nightly/nightly-results.gz"}))
+	assert.Nil(t, purgedOthers(loc, b, []string{b.Spec.StorageKey}), "the tarball alone")
+}
+
+// TestThePlanPromisesOnlyABackupsOwnFolder: a plan says a purge removes
+// every other file under the tarball's folder only when that folder is a
+// backup's own, backups/<name>/; never for the top of backups/ or a key
+// elsewhere in the storage.
+func TestThePlanPromisesOnlyABackupsOwnFolder(t *testing.T) {
+	for key, want := range map[string]string{
+		"backups/nightly/nightly.tar.gz": "every other file under backups/nightly/ (velero-backup.json first, so that Velero's sync cannot bring the backup back)",
+		"backups/nightly.tar.gz":         "",
+		"keep/nightly.tar.gz":            "",
+		"nightly.tar.gz":                 "",
+	} {
+		b := &backup.Backup{}
+		b.Spec.StorageKey = key
+		assert.Equal(t, want, planFolder(b), key)
+	}
+}

@@ -122,6 +122,9 @@ func run(root, out string) error {
 			if tests := strings.TrimSpace(env["run"]); tests != "" {
 				run += "; only the tests `-run " + strings.ReplaceAll(tests, "|", `\|`) + "`"
 			}
+			if sk := strings.TrimSpace(env["skipped"]); sk != "" {
+				run += "; **tests not run:** `-skip " + strings.ReplaceAll(sk, "|", `\|`) + "`"
+			}
 			if note := strings.TrimSpace(env["note"]); note != "" {
 				run += "; " + note
 			}
