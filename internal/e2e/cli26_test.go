@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -150,4 +151,20 @@ func TestUnknownKindSuggestsTheKindItAbbreviates(t *testing.T) {
 	for _, typed := range []string{"bsl", "BSL", "backupstoragelocation"} {
 		assert.Equal(t, want, e.ok("get", typed).stdout, typed)
 	}
+}
+
+// TestDescribeKindIsBounded: describe KIND describes at most 100
+// resources and counts the others in a warning on stderr.
+func TestDescribeKindIsBounded(t *testing.T) {
+	e := newEnv(t)
+	var b strings.Builder
+	for i := range 102 {
+		fmt.Fprintf(&b, "---\nkind: Database\nmetadata: {name: db-%03d, namespace: shop}\n", i)
+	}
+	e.ok("apply", "-f", e.writeFile("dbs.yaml", b.String()))
+	r := e.ok("describe", "databases")
+	assert.Equal(t, 100, strings.Count(r.stdout, "\nName:"), "%s", r.stderr)
+	assert.Contains(t, r.stderr, "Warning: 2 more Database resources not described (at most 100)")
+	m := requireObject(t, e.ok("describe", "databases", "-o", "json"), "DescriptionList")
+	assert.Len(t, m["items"], 100)
 }
