@@ -26,8 +26,9 @@ full (-o yaml or json for everything, including spec and status).
 
 KIND is resolved as kubectl resolves a resource type: in any case, singular
 or plural (Database, databases), and Lethe's own kinds by their short names
-(backup, backups, bk; bundle, bundles). A kind the catalog has never held
-exits 4 with the nearest known name.
+(backup, backups, bk; bundle, bundles; backupstoragelocations, bsl). A kind
+the catalog has never held exits 4 with the nearest known name, or the kind
+it abbreviates (db: Database). A NAME with -l/--selector is exit 2.
 
 -o yaml prints a manifest (apiVersion lethe.io/v1, kind, metadata, spec,
 status, and Lethe's read-only lifecycle) that 'lethe apply -f -' takes back
