@@ -252,11 +252,12 @@ const AuditLeaveCascade = "leave-cascade"
 
 // AuditFilter filters ListAudit. Zero fields do not filter.
 type AuditFilter struct {
-	Kind  string
-	Name  string
-	UID   string
-	Since time.Time
-	Limit int
+	Kind      string
+	Namespace string
+	Name      string
+	UID       string
+	Since     time.Time
+	Limit     int
 }
 
 // EventType is the type of a change feed event.

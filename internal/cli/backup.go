@@ -436,20 +436,26 @@ func newBackupGetCmd(a *app) *cobra.Command {
   lethe backup describe nightly-0412 --details
   lethe backup get nightly-0412 -o yaml
   lethe backup get nightly-0412 nightly-0413
-  lethe backup get`,
+  lethe backup get
+  lethe backup get -l app=shop`,
 		Args: cobra.ArbitraryArgs,
 	}
 	out := outputFlag(c, "table")
+	var selector string
+	c.Flags().StringVarP(&selector, "selector", "l", "", "with no NAME: list the backups this label selector selects, as backup list -l (e.g. team=db,env!=dev); not with NAME")
 	details := c.Flags().Bool("details", false, fmt.Sprintf("describe one backup in full, as velero backup describe --details: also its resource list read from its tarball (at most %d names per resource type, then '… and N more'), its native volume snapshots, and each plugin's item outcomes once a deletion ran (at most %d unsettled items each); -o json|yaml prints a %s", backup.DefaultDetailNames, backup.DefaultDetailNames, BackupDescriptionKind))
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		if err := checkNameAndSelector(len(args) > 0, selector); err != nil {
 			return err
 		}
 		if *details && len(args) != 1 {
 			return usageError{errors.New("--details describes one backup: give its NAME")}
 		}
 		if len(args) != 1 {
-			return a.backupGetMany(cmd, args, *out) // as velero backup get
+			return a.backupGetMany(cmd, args, selector, *out) // as velero backup get
 		}
 		if err := backup.ValidateName(args[0]); err != nil {
 			return usageError{err}

@@ -9,15 +9,27 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 )
 
-// backupGetMany is `backup get` with no name (it lists, as `backup list`)
+// checkNameAndSelector refuses a NAME together with -l/--selector, as
+// kubectl does: the selector would otherwise be silently ignored.
+func checkNameAndSelector(hasName bool, selector string) error {
+	if hasName && selector != "" {
+		return usageError{errors.New("a NAME and -l/--selector cannot be given together: leave out NAME to select by label, or -l to show NAME")}
+	}
+	return nil
+}
+
+// backupGetMany is `backup get` with no name (it lists, as `backup list -l`)
 // or with several (each is shown, in the order given), as `velero backup
 // get` does. Every name is checked before anything is read; a name that
 // is not in the catalog is reported after the others are shown (exit 4).
-func (a *app) backupGetMany(cmd *cobra.Command, names []string, out string) error {
+func (a *app) backupGetMany(cmd *cobra.Command, names []string, selector, out string) error {
 	if len(names) == 0 {
 		lc := newBackupListCmd(a)
 		lc.SetContext(cmd.Context())
 		if err := lc.Flags().Set("output", out); err != nil {
+			return err
+		}
+		if err := lc.Flags().Set("selector", selector); err != nil {
 			return err
 		}
 		return lc.RunE(lc, nil)

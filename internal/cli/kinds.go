@@ -12,6 +12,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/manifest"
+	"github.com/lethehq/lethe/internal/storageloc"
 	"github.com/lethehq/lethe/internal/termtext"
 )
 
@@ -25,6 +26,7 @@ type builtinKind struct {
 var builtinKinds = []builtinKind{
 	{backup.Kind, []string{"backup", "backups", "bk"}},
 	{manifest.KindBundle, []string{"bundle", "bundles"}},
+	{storageloc.Kind, []string{"backupstoragelocation", "backupstoragelocations", "bsl"}}, // bsl: Velero's short name
 }
 
 // kindName turns what a user types for one of Lethe's own kinds
@@ -112,7 +114,46 @@ func resolveKind(ctx context.Context, st catalog.Store, typed string) (string, e
 			best, bestD = n, d
 		}
 	}
+	if best == "" {
+		var kindsKnown []string
+		for _, b := range builtinKinds {
+			kindsKnown = append(kindsKnown, b.kind)
+		}
+		best = abbreviated(l, append(kindsKnown, kinds...))
+	}
 	return "", exitCodeError{code: exitNotFound, err: &unknownKindError{typed: typed, suggest: best}}
+}
+
+// abbreviated is the known kind that typed (lower case, two letters or
+// more) abbreviates: a prefix of it (dat for Database) or, failing that,
+// its letters in order from the first (db for Database); the shortest
+// such kind, or "".
+func abbreviated(typed string, kinds []string) string {
+	if len(typed) < 2 {
+		return ""
+	}
+	best, bestPrefix := "", false
+	for _, k := range kinds {
+		l := strings.ToLower(k)
+		prefix := strings.HasPrefix(l, typed)
+		if !prefix && !(l[0] == typed[0] && isSubsequence(typed, l)) {
+			continue
+		}
+		if best == "" || (prefix && !bestPrefix) || (prefix == bestPrefix && len(k) < len(best)) {
+			best, bestPrefix = k, prefix
+		}
+	}
+	return best
+}
+
+// isSubsequence says whether s's letters all appear in t, in order.
+func isSubsequence(s, t string) bool {
+	for i := 0; i < len(t) && len(s) > 0; i++ {
+		if t[i] == s[0] {
+			s = s[1:]
+		}
+	}
+	return s == ""
 }
 
 // editDistance is the Damerau-Levenshtein distance (optimal string

@@ -26,8 +26,9 @@ full (-o yaml or json for everything, including spec and status).
 
 KIND is resolved as kubectl resolves a resource type: in any case, singular
 or plural (Database, databases), and Lethe's own kinds by their short names
-(backup, backups, bk; bundle, bundles). A kind the catalog has never held
-exits 4 with the nearest known name.
+(backup, backups, bk; bundle, bundles; backupstoragelocations, bsl). A kind
+the catalog has never held exits 4 with the nearest known name, or the kind
+it abbreviates (db: Database). A NAME with -l/--selector is exit 2.
 
 -o yaml prints a manifest (apiVersion lethe.io/v1, kind, metadata, spec,
 status, and Lethe's read-only lifecycle) that 'lethe apply -f -' takes back
@@ -72,6 +73,9 @@ PostgreSQL's NOTIFY, or on SQLite the database file's writes.`,
 			return err
 		}
 		if err := g.check(ns, args); err != nil {
+			return err
+		}
+		if err := checkNameAndSelector(len(args) == 2, selector); err != nil {
 			return err
 		}
 		ctx := cmd.Context()
@@ -339,163 +343,6 @@ type dependentView struct {
 	OnTargetDelete string        `json:"onTargetDelete,omitempty"`
 }
 
-func newDescribeCmd(a *app) *cobra.Command {
-	var ns string
-	c := &cobra.Command{
-		Use:   "describe KIND NAME",
-		Short: "Show a resource with its owners, dependents, references, finalizers, conditions and recent audit",
-		Long: `Describe shows one resource: its lifecycle, owners, finalizers and
-conditions; what depends on it (dependents, and referrers with their
-onTargetDelete policy); its own references, each with its target's phase,
-or "dangling" when the target is gone (an allowDangling reference stays
-when its target is deleted); and its recent audit entries.`,
-		Example: `  lethe describe backup nightly-0412
-  lethe describe Database orders -n shop
-  lethe describe backup nightly-0412 -o json
-  lethe describe Report weekly -n shop -o json   # references[].dangling`,
-		Args: exactArgs(2, "KIND and NAME"),
-	}
-	c.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: cluster-scoped)")
-	out := outputFlag(c, "table")
-	c.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(*out); err != nil {
-			return err
-		}
-		if err := validateKey(catalog.Key{Kind: kindName(args[0]), Namespace: ns, Name: args[1]}); err != nil {
-			return err
-		}
-		ctx := cmd.Context()
-		st, err := a.catalog(ctx)
-		if err != nil {
-			return err
-		}
-		kind, err := resolveKind(ctx, st, args[0])
-		if err != nil {
-			return err
-		}
-		r, err := getResource(ctx, st, catalog.Key{Kind: kind, Namespace: ns, Name: args[1]})
-		if err != nil {
-			return withNamespaceHint(ctx, st, err)
-		}
-		deps, err := st.Dependents(ctx, r.UID)
-		if err != nil {
-			return err
-		}
-		refs, err := st.Referrers(ctx, r.Key())
-		if err != nil {
-			return err
-		}
-		audit, err := st.ListAudit(ctx, catalog.AuditFilter{UID: r.UID})
-		if err != nil {
-			return err
-		}
-		if len(audit) > 10 {
-			audit = audit[len(audit)-10:]
-		}
-		myRefs, err := gc.References(ctx, st, r)
-		if err != nil {
-			return err
-		}
-		owners, err := gc.Owners(ctx, st, r)
-		if err != nil {
-			return err
-		}
-		if structured(*out) {
-			v := descriptionView{References: myRefs, Owners: owners, Dependents: []dependentView{}}
-			if v.Resource, err = a.resourceObject(ctx, r); err != nil {
-				return err
-			}
-			if v.Audit, err = toObjects(AuditEntryKind, auditViews(audit)); err != nil {
-				return err
-			}
-			for _, d := range deps {
-				v.Dependents = append(v.Dependents, dependentView{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, Phase: d.Phase, Relation: "owned"})
-			}
-			for _, d := range refs {
-				v.Dependents = append(v.Dependents, dependentView{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, Phase: d.Phase,
-					Relation: "references", OnTargetDelete: referencePolicy(d, r)})
-			}
-			return printObject(a.s.Out, *out, DescriptionKind, v)
-		}
-		w := a.s.Out
-		now := time.Now()
-		fmt.Fprintf(w, "Kind:        %s\n", termtext.Quote(r.Kind))
-		if r.Namespace != "" {
-			fmt.Fprintf(w, "Namespace:   %s\n", termtext.Quote(r.Namespace))
-		}
-		fmt.Fprintf(w, "Name:        %s\n", termtext.Quote(r.Name))
-		fmt.Fprintf(w, "UID:         %s\n", termtext.Quote(r.UID))
-		fmt.Fprintf(w, "Phase:       %s\n", termtext.Quote(string(r.Phase)))
-		fmt.Fprintf(w, "Version:     %d\n", r.ResourceVersion)
-		fmt.Fprintf(w, "Created:     %s (%s ago)\n", r.CreatedAt.Local().Format(time.RFC3339), human(now.Sub(r.CreatedAt)))
-		if len(r.Labels) > 0 {
-			fmt.Fprintf(w, "Labels:      %s\n", joinMap(r.Labels))
-		}
-		if len(r.Annotations) > 0 {
-			fmt.Fprintf(w, "Annotations: %s\n", joinMap(r.Annotations))
-		}
-		if r.DeletionDueAt != nil {
-			fmt.Fprintf(w, "Deletion:    scheduled for %s (in %s)\n", r.DeletionDueAt.Local().Format(time.RFC3339), human(r.DeletionDueAt.Sub(now)))
-		}
-		if r.DeletionTimestamp != nil {
-			fmt.Fprintf(w, "Deleting:    since %s, propagation %s\n", r.DeletionTimestamp.Local().Format(time.RFC3339), termtext.Quote(dash(string(r.PropagationPolicy))))
-		}
-		if r.DeletionRoot != nil {
-			fmt.Fprintf(w, "Cascade of:  %s %s (the requested deletion whose cascade reached this one)\n", keyText(r.DeletionRoot.Key()), termtext.Quote(r.DeletionRoot.UID))
-		}
-		fmt.Fprintf(w, "Finalizers:  %s\n", dash(strings.Join(quoteAll(r.Finalizers), ", ")))
-		fmt.Fprintln(w, "Owners:")
-		if len(r.Owners) == 0 {
-			fmt.Fprintln(w, "  (none)")
-		}
-		for _, o := range owners {
-			block := ""
-			if o.BlockOwnerDeletion {
-				block = " (blocks owner deletion)"
-			}
-			state := ", " + termtext.Quote(string(o.Phase))
-			if o.Gone {
-				state = ", gone (no longer exists)"
-			}
-			fmt.Fprintf(w, "  %s %s%s%s\n", termtext.Quote(o.Kind+"/"+o.Name), termtext.Quote(o.UID), block, state)
-		}
-		fmt.Fprintln(w, "Dependents:")
-		if len(deps)+len(refs) == 0 {
-			fmt.Fprintln(w, "  (none)")
-		}
-		for _, d := range deps {
-			fmt.Fprintf(w, "  %s  owned, %s\n", keyText(d.Key()), termtext.Quote(string(d.Phase)))
-		}
-		for _, d := range refs {
-			fmt.Fprintf(w, "  %s  references it (onTargetDelete=%s), %s\n", keyText(d.Key()), termtext.Quote(referencePolicy(d, r)), termtext.Quote(string(d.Phase)))
-		}
-		fmt.Fprintln(w, "References:")
-		if len(myRefs) == 0 {
-			fmt.Fprintln(w, "  (none)")
-		}
-		for _, ref := range myRefs {
-			state := "target " + termtext.Quote(string(ref.TargetPhase))
-			if ref.Dangling {
-				state = "dangling (target gone)"
-			}
-			fmt.Fprintf(w, "  %s  onTargetDelete=%s, %s\n", keyText(catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}), termtext.Quote(string(ref.OnTargetDelete)), state)
-		}
-		fmt.Fprintln(w, "Conditions:")
-		if len(r.Conditions) == 0 {
-			fmt.Fprintln(w, "  (none)")
-		}
-		for _, c := range r.Conditions {
-			fmt.Fprintf(w, "  %s\n", conditionText(c))
-		}
-		fmt.Fprintln(w, "Recent audit:")
-		for _, e := range audit {
-			fmt.Fprintf(w, "  %s  %-16s %-10s %s\n", e.Time.Local().Format(time.RFC3339), termtext.Quote(e.Action), termtext.Quote(e.Actor), termtext.Quote(e.Reason))
-		}
-		return nil
-	}
-	return c
-}
-
 // referencePolicy is the onTargetDelete of d's reference to r.
 func referencePolicy(d, r *catalog.Resource) string {
 	policy := ""
@@ -508,7 +355,7 @@ func referencePolicy(d, r *catalog.Resource) string {
 }
 
 func newAuditCmd(a *app) *cobra.Command {
-	var kind, name, since string
+	var kind, ns, name, since string
 	var limit int
 	c := &cobra.Command{
 		Use:   "audit",
@@ -517,11 +364,13 @@ func newAuditCmd(a *app) *cobra.Command {
 (schedule, undelete, delete, finalizer removal) and every purge, forced or
 not, with the plugins' report for purged backups. The log is append-only.`,
 		Example: `  lethe audit --kind Backup --name nightly-0412
+  lethe audit --kind Service --name web -n shop
   lethe audit --since 24h -o json`,
 		Args: exactArgs(0, ""),
 	}
 	out := outputFlag(c, "table")
 	c.Flags().StringVar(&kind, "kind", "", "only this kind")
+	c.Flags().StringVarP(&ns, "namespace", "n", "", "only this namespace (empty: every namespace, and cluster-scoped resources)")
 	c.Flags().StringVar(&name, "name", "", "only this name")
 	c.Flags().StringVar(&since, "since", "", "only entries newer than a duration ago (24h, 7d) or a time (RFC 3339)")
 	c.Flags().IntVar(&limit, "limit", 0, "at most this many entries (the newest)")
@@ -529,7 +378,12 @@ not, with the plugins' report for purged backups. The log is append-only.`,
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
-		f := catalog.AuditFilter{Name: name, Limit: limit}
+		if ns != "" {
+			if err := validateKey(catalog.Key{Kind: "x", Namespace: ns, Name: "x"}); err != nil {
+				return err
+			}
+		}
+		f := catalog.AuditFilter{Namespace: ns, Name: name, Limit: limit}
 		if since != "" {
 			if t, err := time.Parse(time.RFC3339, since); err == nil {
 				f.Since = t

@@ -33,7 +33,7 @@ func TestCompletionThroughTheBinary(t *testing.T) {
 	require.Contains(t, e.ok("--help").stdout, "completion")
 	require.Contains(t, e.ok("completion", "bash").stdout, "__start_lethe")
 
-	require.Equal(t, []string{"backups", "bundles"}, e.complete("get", ""), "no catalog yet: Lethe's own kinds")
+	require.Equal(t, []string{"backups", "backupstoragelocations", "bundles"}, e.complete("get", ""), "no catalog yet: Lethe's own kinds")
 	require.NoFileExists(t, filepath.Join(e.home, "lethe.db"), "a completion created the catalog")
 
 	e.create("b1", 3)
@@ -42,7 +42,7 @@ func TestCompletionThroughTheBinary(t *testing.T) {
 		"kind: Database\nmetadata: {name: users, namespace: shop}\n---\nkind: Database\nmetadata: {name: logs, namespace: ops}\n---\n"+
 		"kind: Policy\nmetadata: {name: keep}\n"))
 
-	require.Equal(t, []string{"backups", "bundles", "databases", "policies"}, e.complete("get", ""))
+	require.Equal(t, []string{"backups", "backupstoragelocations", "bundles", "databases", "policies"}, e.complete("get", ""))
 	require.Equal(t, []string{"databases"}, e.complete("describe", "Da"))
 	require.Equal(t, []string{"logs", "orders", "users"}, e.complete("get", "databases", ""))
 	require.Equal(t, []string{"orders", "users"}, e.complete("get", "databases", "-n", "shop", ""))

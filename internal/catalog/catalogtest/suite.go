@@ -913,6 +913,7 @@ func testAudit(t *testing.T, newStore NewStoreFunc) {
 	f := setup(t, newStore)
 	r := f.create(t, res("Backup", "ns", "b", nil))
 	f.create(t, res("Restore", "ns", "b", nil))
+	f.create(t, res("Restore", "other", "b", nil))
 	f.clock.Advance(time.Minute)
 	_, err := f.s.Schedule(catalog.WithActor(f.ctx, "alice"), r.Key(), catalog.ScheduleOptions{Delay: time.Hour, Reason: "ttl expired"})
 	require.NoError(t, err)
@@ -954,7 +955,15 @@ func testAudit(t *testing.T, newStore NewStoreFunc) {
 	assert.Len(t, since, 4)
 	restores, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{Kind: "Restore"})
 	require.NoError(t, err)
-	assert.Len(t, restores, 1)
+	assert.Len(t, restores, 2)
+	// Namespace keeps only that namespace's entries.
+	other, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{Kind: "Restore", Name: "b", Namespace: "other"})
+	require.NoError(t, err)
+	require.Len(t, other, 1)
+	assert.Equal(t, "other", other[0].Namespace)
+	inNS, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{Namespace: "ns"})
+	require.NoError(t, err)
+	assert.Len(t, inNS, 8, "the backup's 7 and the restore's create")
 }
 
 func testCheckpoints(t *testing.T, newStore NewStoreFunc) {

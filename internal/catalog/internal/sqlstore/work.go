@@ -479,6 +479,9 @@ func (s *Store) ListAudit(ctx context.Context, f catalog.AuditFilter) ([]catalog
 	if f.Kind != "" {
 		add("kind = $%d", f.Kind)
 	}
+	if f.Namespace != "" {
+		add("namespace = $%d", f.Namespace)
+	}
 	if f.Name != "" {
 		add("name = $%d", f.Name)
 	}
