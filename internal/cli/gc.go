@@ -156,7 +156,9 @@ A request for a resource already Deleting joins that deletion, so two
 identical deletes run at once both succeed. --ignore-not-found makes a
 resource that does not exist, or was purged, not an error. 'lethe delete backup NAME' is
 'lethe backup delete NAME' with the same --cascade: the backup's items go
-through its plugins, and its purge waits for its cascade the same way.
+through its plugins, and its purge waits for its cascade the same way;
+a backup's items run in one process at a time, so a second delete of a
+backup being deleted exits 1 naming the process that holds it.
 
 Exit codes: 0 purged (or scheduled, or requested with --async), 1 error,
 2 bad usage, 3 stuck (see lethe explain), 4 no such resource, 5 refused
