@@ -344,6 +344,11 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 			if it.asStored {
 				ch.Action, ch.Reason = Unchanged, ""
 			}
+		} else if it.bundle.asStored {
+			// The bundle's document is the stored bundle (what get prints
+			// of it): a member it lists that is gone, purged by the
+			// bundle's own deletion, asks for nothing.
+			ch.Action, ch.Reason = Unchanged, fmt.Sprintf("purged; its bundle is %s", it.bundle.cur.Phase)
 		}
 		return nil
 	}

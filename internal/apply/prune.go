@@ -43,11 +43,13 @@ func (e *Engine) planPrunes(ctx context.Context, p *plan, b *item) error {
 			delay, hasDelay = d, true
 		}
 		switch {
+		// Pruned by an earlier apply: nothing is written for it, so it
+		// is unchanged (the reason says how far its deletion is).
 		case r.Phase == catalog.PhaseDeleting:
-			ch.Action, ch.Reason = Deleted, "pruned earlier; Deleting"
+			ch.Action, ch.Reason = Unchanged, "pruned earlier; Deleting"
 			p.settled[ch] = true
 		case r.Phase == catalog.PhaseScheduled:
-			ch.Action, ch.Reason = Scheduled, "pruned earlier; counting down"
+			ch.Action, ch.Reason = Unchanged, "pruned earlier; counting down"
 			p.settled[ch] = true
 		case others > 0:
 			owners := "owners"

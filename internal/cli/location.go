@@ -9,13 +9,20 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/manifest"
 	"github.com/lethehq/lethe/internal/storageloc"
 	"github.com/lethehq/lethe/internal/termtext"
 )
 
-// locationView is the JSON and YAML shape of a storage location.
+// kindLocationStatus is the kind of what location list and get print
+// with -o json|yaml: a check made now, with the backups counted, not the
+// catalog's BackupStorageLocation record (get backupstoragelocation NAME
+// prints that one, and apply takes it back). One kind, one shape.
+const kindLocationStatus = manifest.KindLocationStatus
+
+// locationView is the JSON and YAML shape of a storage location's check.
 type locationView struct {
-	Kind     string `json:"kind"` // always "BackupStorageLocation"
+	Kind     string `json:"kind"` // always "LocationStatus"
 	Name     string `json:"name"`
 	URL      string `json:"url"`
 	Default  bool   `json:"default"`
@@ -50,7 +57,10 @@ from the command line: a URL that carries them is refused.
 list and get check each location now: Available when it answers, else
 Unavailable with the error. They show how many backups of the catalog are
 in it, and when a sync (lethe server, or lethe backup sync) last read it.
-A read-only location is synced, but nothing is deleted from it.`,
+A read-only location is synced, but nothing is deleted from it. With
+-o json|yaml they print kind LocationStatus (LocationStatusList), a
+report and not a resource: the catalog's record of a location, which
+apply takes back, is 'lethe get backupstoragelocation NAME'.`,
 	})
 	c.AddCommand(newLocationListCmd(a), newLocationGetCmd(a))
 	return c
@@ -113,7 +123,7 @@ func newLocationGetCmd(a *app) *cobra.Command {
 			return err
 		}
 		if structured(*out) && len(views) == 1 {
-			return printObject(a.s.Out, *out, "BackupStorageLocation", views[0])
+			return printObject(a.s.Out, *out, kindLocationStatus, views[0])
 		}
 		return a.printLocations(*out, views)
 	}
@@ -153,7 +163,7 @@ func (a *app) locationViews(ctx context.Context, set storageloc.Set) ([]*locatio
 	}
 	var out []*locationView
 	for _, l := range set {
-		v := &locationView{Kind: storageloc.Kind, Name: l.Name, URL: l.URL, Default: l.Default, ReadOnly: l.ReadOnly, CredentialsFile: l.CredentialsFile,
+		v := &locationView{Kind: kindLocationStatus, Name: l.Name, URL: l.URL, Default: l.Default, ReadOnly: l.ReadOnly, CredentialsFile: l.CredentialsFile,
 			Phase: storageloc.PhaseAvailable, LastCheckTime: time.Now().UTC().Truncate(time.Second), Backups: counts[l.Name]}
 		if _, err := storageloc.Check(ctx, locs, l); err != nil {
 			v.Phase, v.LastError = storageloc.PhaseUnavailable, err.Error()
@@ -175,7 +185,7 @@ func (a *app) printLocations(out string, views []*locationView) error {
 		if views == nil {
 			views = []*locationView{}
 		}
-		return printList(a.s.Out, out, "BackupStorageLocation", views)
+		return printList(a.s.Out, out, kindLocationStatus, views)
 	}
 	t := newTable(a.s.Out, "NAME", "PHASE", "URL", "ACCESS", "DEFAULT", "BACKUPS", "LAST SYNCED", "ERROR")
 	for _, v := range views {

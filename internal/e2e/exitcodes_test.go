@@ -23,6 +23,7 @@ func TestExitCodesFollowTheReadmeTable(t *testing.T) {
 	e.ok("delete", "Account", "old", "--yes", "--wait")
 	missing := e.writeFile("missing.yaml", "kind: Database\nmetadata: {name: nope, namespace: shop}\n")
 	long := strings.Repeat("a", 300)
+	badName := e.writeFile("bad-name.yaml", "kind: Database\nmetadata: {name: Bad_Name, namespace: shop}\n")
 	for _, c := range []struct {
 		args []string
 		code int
@@ -48,6 +49,11 @@ func TestExitCodesFollowTheReadmeTable(t *testing.T) {
 		{[]string{"explain", "Database", "Bad_Name"}, 2, "invalid name"},
 		{[]string{"finalize", "Database", "Bad_Name", "example.com/x"}, 2, "invalid name"},
 		{[]string{"undelete", "Database", "Bad_Name"}, 2, "invalid name"},
+		// 1, not 2: at apply (and delete -f) an invalid name is a refused
+		// manifest, as every invalid field of one (docs/apply.md).
+		{[]string{"apply", "-f", badName}, 1, `metadata.name: invalid name "Bad_Name"`},
+		{[]string{"apply", "-f", badName, "--dry-run"}, 1, `metadata.name: invalid name "Bad_Name"`},
+		{[]string{"delete", "-f", badName, "--yes"}, 1, `metadata.name: invalid name "Bad_Name"`},
 		{[]string{"get", "Database", "orders", "-n", "Bad_NS"}, 2, "invalid namespace"},
 		{[]string{"get", "Database", long}, 2, "invalid name (300 characters): a name has at most 253"},
 		{[]string{"backup", "get", long}, 2, "invalid backup name (300 characters): a name has at most 253"},

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lethehq/lethe/internal/deletion"
@@ -34,7 +35,7 @@ func (e *env) locations() map[string]locationJSON {
 	e.t.Helper()
 	r := e.ok("location", "list", "-o", "json")
 	out := map[string]locationJSON{}
-	for _, raw := range listItems(e.t, r.stdout, "BackupStorageLocation") {
+	for _, raw := range listItems(e.t, r.stdout, "LocationStatus") {
 		var l locationJSON
 		require.NoError(e.t, json.Unmarshal(raw, &l), "%s", r)
 		out[l.Name] = l
@@ -202,4 +203,32 @@ func (e *env) workClaims(uid string) int {
 	w, err := st.GetWork(context.Background(), deletion.Queue, uid)
 	require.NoError(e.t, err)
 	return w.Attempts
+}
+
+// TestLocationGetPrintsALocationStatusNotABackupStorageLocation: one kind,
+// one shape. location get and list print a check made then (kind
+// LocationStatus), not the catalog's BackupStorageLocation record that
+// get backupstoragelocation prints; apply refuses a LocationStatus with
+// one line naming the command that prints the record, exit 1, and the
+// record still round-trips.
+func TestLocationGetPrintsALocationStatusNotABackupStorageLocation(t *testing.T) {
+	e := newEnv(t)
+	e.ok("backup", "sync") // records the default location
+	for _, args := range [][]string{{"location", "get", "default"}, {"location", "list"}} {
+		for _, format := range []string{"yaml", "json"} {
+			got := e.ok(append(args, "-o", format)...).stdout
+			assert.NotRegexp(t, `kind"?: "?BackupStorageLocation`, got, "%v -o %s", args, format)
+			assert.Regexp(t, `kind"?: "?LocationStatus`, got, "%v -o %s", args, format)
+			r := e.runStdin(got, "apply", "-f", "-")
+			require.Equal(t, 1, r.code, "%s", r)
+			assert.Contains(t, r.stderr, "kind: a LocationStatus is what 'lethe location get' prints")
+			assert.Contains(t, r.stderr, "'lethe get backupstoragelocation NAME -o yaml'")
+			assert.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, "one line: %s", r.stderr)
+		}
+	}
+	rec := e.ok("get", "backupstoragelocation", "default", "-o", "yaml").stdout
+	assert.Contains(t, rec, "kind: BackupStorageLocation")
+	r := e.runStdin(rec, "apply", "-f", "-")
+	require.Equal(t, 0, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "1 unchanged.")
 }

@@ -143,6 +143,8 @@ func TestOutputSchemaIsOneShapePerCommand(t *testing.T) {
 		{"backup-sync", "SyncResultList", []string{"backup", "sync", "--dry-run", "-o", "json"}, 0},
 		{"plugin-lock", "LockEntryList", []string{"plugin", "lock", "--dry-run", "-o", "json"}, 0},
 		{"status", "Status", []string{"status", "-o", "json"}, 0},
+		{"location-get", "LocationStatus", []string{"location", "get", "default", "-o", "json"}, 0},
+		{"location-list", "LocationStatusList", []string{"location", "list", "-o", "json"}, 0},
 	}
 	for _, c := range cases {
 		switch c.golden {

@@ -411,12 +411,22 @@ func namespaceErr(ns string) string {
 	return ""
 }
 
+// KindLocationStatus is the kind of what 'lethe location list' and
+// 'lethe location get' print with -o json|yaml: a location's check, made
+// then, with its backups counted; a report, not a resource, so that
+// BackupStorageLocation keeps one shape (the catalog's record).
+const KindLocationStatus = "LocationStatus"
+
 // maxAnnotationsBytes is Kubernetes' cap on a resource's annotations.
 const maxAnnotationsBytes = 256 << 10
 
 func (p *parser) document(v any) {
 	if m, ok := v.(map[string]any); ok && IsList(m) {
 		p.fail("kind", "a List may not be nested")
+		return
+	}
+	if m, ok := v.(map[string]any); ok && m["kind"] == KindLocationStatus {
+		p.fail("kind", "a %s is what 'lethe location get' prints, a check made then, not a resource: apply does not take it ('lethe get backupstoragelocation NAME -o yaml' prints the record apply takes back)", KindLocationStatus)
 		return
 	}
 	// apiVersion (lethe.io/v1, or none) and lifecycle (Lethe's, read-only,
