@@ -55,7 +55,13 @@ record an incomplete set. With no plugin installed, nothing is expected.
 NAME: lowercase letters, digits, '-' and '.', at most 63 characters.
 Labels follow Kubernetes' syntax. A gzip tarball is stored as
 backups/NAME/NAME.tar.gz, a zstd one as backups/NAME/NAME.tar.zst, whatever
-the file is called.`,
+the file is called.
+
+Until the backup is in the catalog, create keeps a marker beside the
+tarball, backups/NAME/lethe-upload.json, so that a storage sync ('backup
+sync', or lethe server's) leaves the upload to it instead of importing it
+without its TTL. A create that was killed leaves the marker behind: the
+sync then skips the folder and says so; remove the marker to import it.`,
 		Example: `  lethe backup create nightly-0412 --from ./nightly-0412.tar.gz
   lethe backup create weekly-17 --from weekly-17.tar.gz --ttl 30d --deletion-delay 24h --labels team=db,env=prod`,
 		Args: exactArgs(1, "NAME"),
@@ -166,6 +172,12 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 	}
 	b := res.Backup
 	fmt.Fprintf(a.s.Out, "backup %s created: %s, %s, stored at %s\n", termtext.Quote(b.Name()), counted(b.Spec.Items, "item", "items"), humanBytes(b.Spec.Size), termtext.Quote(res.Location))
+	for _, w := range res.Warnings {
+		if !termtext.Plain(w) {
+			w = termtext.Quote(w)
+		}
+		fmt.Fprintf(a.s.Err, "Warning: %s\n", w)
+	}
 	if len(a.host.Plugins()) == 0 {
 		fmt.Fprintf(a.s.Err, "Warning: no plugins are installed in %s, so none is expected for this backup; its deletion will need --no-plugins.\n", termtext.Quote(a.g.pluginDir))
 	}

@@ -132,6 +132,8 @@ type Result struct {
 	Backup *backup.Backup
 	// Location is the stored tarball's URL.
 	Location string
+	// Warnings are what went wrong after the backup was registered.
+	Warnings []string
 }
 
 // CheckInput validates what a request says about the backup, before
@@ -179,7 +181,11 @@ func (g *Registry) Create(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s rejected: %w", source, err)
 	}
-	key := backup.StorageKeyExt(name, ext)
+	if reason, err := g.uploadInProgress(ctx, name); err != nil {
+		return nil, err
+	} else if reason != "" {
+		return nil, fmt.Errorf("backup %q is %s: %w", name, reason, ErrAlreadyExists)
+	}
 	for _, k := range []string{backup.StorageKeyExt(name, backup.ExtGzip), backup.StorageKeyExt(name, backup.ExtZstd)} {
 		if _, err := bl.Stat(ctx, k); err == nil {
 			return nil, fmt.Errorf("storage already holds a tarball for %q at %s/%s; run 'lethe backup sync' to import it: %w",
@@ -188,6 +194,27 @@ func (g *Registry) Create(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 	}
+	// The marker goes first, so that a sync that lists the tarball finds
+	// it (see UploadMarkerFile); it stays until the row is in.
+	if err := g.putUploadMarker(ctx, name, g.cfg.Now()); err != nil {
+		return nil, fmt.Errorf("storing the upload marker: %w", err)
+	}
+	res, err := g.upload(ctx, req, name, source, ext, sc)
+	// The marker goes last. A create that failed removed its tarball
+	// (unless the name was taken meanwhile), so the folder is no upload
+	// any more either way; a marker that cannot be removed only keeps a
+	// sync from importing what the catalog already holds, or an empty
+	// folder.
+	if derr := g.cfg.Blobs.Delete(context.WithoutCancel(ctx), UploadMarkerKey(name)); derr != nil && err == nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("could not remove the upload marker %s (a sync skips the folder while it is there; the backup is registered, so remove it by hand): %v", UploadMarkerKey(name), derr))
+	}
+	return res, err
+}
+
+// upload stores the validated tarball and records the backup.
+func (g *Registry) upload(ctx context.Context, req Request, name, source, ext string, sc *scanned) (*Result, error) {
+	st, bl := g.cfg.Store, g.cfg.Blobs
+	key := backup.StorageKeyExt(name, ext)
 	size, err := req.Tarball.Seek(0, io.SeekEnd)
 	if err != nil {
 		return nil, err

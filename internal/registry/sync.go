@@ -241,6 +241,15 @@ func (g *Registry) importOne(ctx context.Context, f *folder, res *SyncResult, op
 	} else {
 		res.Warning = WarningNoMetadata
 	}
+	// A create's upload is the create's to register. Looked up here, not
+	// in the listing: the create stores its marker before the tarball,
+	// so a tarball listed is either beside its marker or registered.
+	if reason, err := g.uploadInProgress(ctx, f.name); err != nil {
+		return err
+	} else if reason != "" {
+		res.Action, res.Reason, res.Warning = SyncSkipped, reason, ""
+		return nil
+	}
 	key := f.tarball.Key
 	// The identity recorded is the one of the object scanned: the read is
 	// pinned to what Stat reported.
