@@ -198,6 +198,12 @@ type DeleteOptions struct {
 	// entry's details. Unset, a Scheduled resource keeps the root its
 	// Schedule recorded.
 	Root *ObjectRef
+	// Enqueue, when set, names a work queue: the work item (Enqueue, the
+	// resource's UID) is queued, to run now, in the same transaction as
+	// the move to Deleting. A request that commits is then never left
+	// without its work item, whatever happens to the caller after (a cut
+	// connection, a crash, a leader's term ending).
+	Enqueue string
 }
 
 // PurgeOptions removes a Deleting resource whose finalizers are all gone.

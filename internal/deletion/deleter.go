@@ -449,8 +449,9 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 	// Another process may move the backup between our read and our write
 	// (two deletes started together): the catalog refuses the stale
 	// transition, and we look again.
+	var queued bool
 	for attempt := 1; ; attempt++ {
-		rep, err := d.request(ctx, b, opts)
+		rep, q, err := d.request(ctx, b, opts)
 		if errors.Is(err, catalog.ErrInvalidTransition) && attempt < 3 {
 			if b, err = d.get(ctx, name); err != nil {
 				return nil, err
@@ -460,16 +461,19 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 		if err != nil || rep != nil {
 			return rep, err
 		}
+		queued = q
 		break
 	}
-	// The request has committed: queue its work item without the leader's
-	// fence. Were the term to end in between (a slow catalog), a refused
-	// queueing would strand the backup in Deleting until the next
-	// reconciliation, up to 15 minutes (issue 28's fault suite). Queueing
-	// is idempotent, and a deletion runs only for a Deleting backup.
-	qctx := catalog.WithLeaderFence(ctx, nil)
-	if _, err := d.cfg.Store.Enqueue(qctx, catalog.WorkItem{Queue: Queue, Key: b.Resource.UID, RunAt: d.now()}); err != nil {
-		return nil, err
+	// A backup that was Deleting already (a deletion resumed) may have no
+	// work item: queue one, without the leader's fence. Queueing is
+	// idempotent, and a deletion runs only for a Deleting backup. A
+	// request that moved the backup to Deleting queued its work item in
+	// the same transaction.
+	if !queued {
+		qctx := catalog.WithLeaderFence(ctx, nil)
+		if _, err := d.cfg.Store.Enqueue(qctx, catalog.WorkItem{Queue: Queue, Key: b.Resource.UID, RunAt: d.now()}); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Async {
 		return &Report{Backup: name, Result: ResultQueued}, nil
@@ -478,8 +482,9 @@ func (d *Deleter) Delete(ctx context.Context, name string, opts Options) (*Repor
 }
 
 // request moves the backup on: to Scheduled when it has a grace window
-// (the returned report says so), or to Deleting (nil report: run it).
-func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (*Report, error) {
+// (the returned report says so), or to Deleting (nil report: run it),
+// queueing its work item in the same write (queued).
+func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (_ *Report, queued bool, _ error) {
 	r := b.Resource
 	ctx = catalog.WithDefaultActor(ctx, "cli")
 	reason := cmp.Or(opts.Reason, "deletion requested")
@@ -487,11 +492,11 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 		reason += " with --no-plugins: no plugin is installed"
 	}
 	if opts.OnlyIfScheduled && r.Phase != catalog.PhaseScheduled {
-		return &Report{Backup: r.Name, Result: ResultNotScheduled}, nil
+		return &Report{Backup: r.Name, Result: ResultNotScheduled}, false, nil
 	}
 	switch r.Phase {
 	case catalog.PhaseDeleting:
-		return nil, nil
+		return nil, false, nil
 	case catalog.PhaseActive:
 		var delay time.Duration
 		if opts.Delay != nil {
@@ -499,19 +504,19 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 		} else {
 			var err error
 			if delay, err = backup.DeletionDelay(r, opts.DefaultDelay); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 		if delay > 0 && !opts.Force {
 			r, err := d.cfg.Store.Schedule(ctx, r.Key(), catalog.ScheduleOptions{Delay: delay, Propagation: opts.Propagation, Reason: reason})
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
-			return &Report{Backup: r.Name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, nil
+			return &Report{Backup: r.Name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, false, nil
 		}
 	case catalog.PhaseScheduled:
 		if !opts.Force && r.DeletionDueAt != nil && d.now().Before(*r.DeletionDueAt) {
-			return &Report{Backup: r.Name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, nil
+			return &Report{Backup: r.Name, Result: ResultScheduled, DueAt: *r.DeletionDueAt}, false, nil
 		}
 	}
 	// The cascade finalizer holds the record until its dependents and
@@ -519,9 +524,9 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 	// collector gives a Backup it moves to Deleting.
 	_, err := d.cfg.Store.Delete(ctx, r.Key(), catalog.DeleteOptions{
 		Finalizers: Finalizers, Force: opts.Force, OnlyIfScheduled: opts.OnlyIfScheduled,
-		Propagation: opts.Propagation, Reason: reason,
+		Propagation: opts.Propagation, Reason: reason, Enqueue: Queue,
 	})
-	return nil, err
+	return nil, err == nil, err
 }
 
 // Finalizers are the finalizers a backup gets when it enters Deleting:

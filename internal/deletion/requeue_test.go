@@ -3,6 +3,7 @@ package deletion_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -59,6 +60,38 @@ func TestACommittedRequestIsQueuedEvenIfTheLeadersTermEndsInBetween(t *testing.T
 
 	_, err = e.Deleter.Delete(ctx, "expired", deletion.Options{Reason: "TTL expired", Async: true, Unattended: true})
 	require.NoError(t, err)
+	r, err := e.Store.Get(e.Ctx, backup.Key("expired"))
+	require.NoError(t, err)
+	require.Equal(t, catalog.PhaseDeleting, r.Phase)
+	items, err := e.Store.ListWork(e.Ctx, deletion.Queue)
+	require.NoError(t, err)
+	require.Len(t, items, 1, "the Deleting backup has its work item")
+	require.Equal(t, r.UID, items[0].Key)
+}
+
+// cutAfterDelete is a catalog whose connection is cut right after a
+// backup is moved to Deleting: every Enqueue fails.
+type cutAfterDelete struct{ catalog.Store }
+
+func (s *cutAfterDelete) Enqueue(context.Context, catalog.WorkItem) (*catalog.WorkItem, error) {
+	return nil, errors.New("read tcp 127.0.0.1:5432: connection reset by peer")
+}
+
+// TestARequestAndItsWorkItemAreOneWrite: a deletion request moves the
+// backup to Deleting and queues its work item in one transaction, so a
+// connection cut after the request's write cannot strand the backup in
+// Deleting with no work item (it would wait for the reconciliation, up
+// to 15 minutes).
+func TestARequestAndItsWorkItemAreOneWrite(t *testing.T) {
+	e := deletiontest.New(t, deletiontest.Options{
+		Deletion: func(c *deletion.Config) { c.Store = &cutAfterDelete{Store: c.Store.(catalog.Store)} },
+	})
+	var tarball bytes.Buffer
+	require.NoError(t, archivetest.WriteN(&tarball, 3, 100))
+	e.AddBackup("expired", &tarball, nil, nil)
+
+	_, err := e.Deleter.Delete(catalog.WithActor(e.Ctx, "ttl"), "expired", deletion.Options{Reason: "TTL expired", Async: true, Unattended: true})
+	require.NoError(t, err, "the request queued its work item itself")
 	r, err := e.Store.Get(e.Ctx, backup.Key("expired"))
 	require.NoError(t, err)
 	require.Equal(t, catalog.PhaseDeleting, r.Phase)

@@ -73,6 +73,7 @@ func (s *Store) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOp
 		action = opts.Action
 	}
 	return s.mutate(ctx, mutation{key: k, action: action, actor: catalog.ActorFrom(ctx), reason: opts.Reason, rootDetails: true,
+		enqueue: opts.Enqueue,
 		guard: func(ctx context.Context, q Querier, cur *catalog.Resource) error {
 			return s.heldByPeers(ctx, q, cur, catalog.PhaseDeleting)
 		},

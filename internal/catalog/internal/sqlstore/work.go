@@ -67,10 +67,11 @@ func (s *Store) Enqueue(ctx context.Context, w catalog.WorkItem) (*catalog.WorkI
 	if runAt.IsZero() {
 		runAt = now
 	}
+	w.RunAt = runAt
 	var out *catalog.WorkItem
 	err := s.writeTx(ctx, func(q Querier) error {
-		if _, err := q.Exec(ctx, `INSERT INTO work_items (queue, key, payload, run_at, available_at, created_at) VALUES ($1, $2, $3, $4, $4, $5)
-ON CONFLICT (queue, key) DO NOTHING`, w.Queue, w.Key, string(w.Payload), runAt.UnixNano(), now.UnixNano()); err != nil {
+		st := workStmt(w, now)
+		if _, err := q.Exec(ctx, st.SQL, st.Args...); err != nil {
 			return err
 		}
 		var err error
@@ -87,6 +88,17 @@ ON CONFLICT (queue, key) DO NOTHING`, w.Queue, w.Key, string(w.Payload), runAt.U
 		s.wakeLocal(w.Queue)
 	}
 	return out, nil
+}
+
+// workStmt adds the work item w, unless its queue already holds one for
+// its key (Enqueue is idempotent). A zero RunAt is now.
+func workStmt(w catalog.WorkItem, now time.Time) Stmt {
+	runAt := w.RunAt
+	if runAt.IsZero() {
+		runAt = now
+	}
+	return Stmt{SQL: `INSERT INTO work_items (queue, key, payload, run_at, available_at, created_at) VALUES ($1, $2, $3, $4, $4, $5)
+ON CONFLICT (queue, key) DO NOTHING`, Args: []any{w.Queue, w.Key, string(w.Payload), runAt.UnixNano(), now.UnixNano()}}
 }
 
 // NextAvailable implements catalog.Store, from the claim index.

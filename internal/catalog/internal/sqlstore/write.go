@@ -109,6 +109,9 @@ type mutation struct {
 	// guard, when set, may refuse the write after the row is locked,
 	// reading other rows in the same transaction.
 	guard func(ctx context.Context, q Querier, cur *catalog.Resource) error
+	// enqueue, when set, is the queue of a work item (enqueue, the
+	// resource's UID) written in the same transaction (DeleteOptions).
+	enqueue string
 }
 
 // mutate runs m in a write transaction: it reserves a version, loads the
@@ -172,8 +175,16 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 			}
 			stmts = nil
 		}
+		if m.enqueue != "" {
+			stmts = append(stmts, workStmt(catalog.WorkItem{Queue: m.enqueue, Key: next.UID}, now))
+		}
 		if err := q.ExecBatch(ctx, append(stmts, s.b.Notify()...)); err != nil {
 			return err
+		}
+		if m.enqueue != "" {
+			if err := s.b.NotifyWake(ctx, q, m.enqueue); err != nil {
+				return err
+			}
 		}
 		out = next
 		return nil
@@ -183,6 +194,9 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 	}
 	if err != nil {
 		return nil, s.mapErr(err)
+	}
+	if m.enqueue != "" {
+		s.wakeLocal(m.enqueue)
 	}
 	return out, nil
 }
