@@ -25,6 +25,10 @@ var (
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
 	// ErrInvalid: the input is malformed (bad name, selector, JSON).
 	ErrInvalid = errors.New("invalid input")
+	// ErrDiskFull: the catalog's disk (SQLite's file system, or the
+	// PostgreSQL server's) is full; the write was rolled back whole, and
+	// writes succeed again once there is space.
+	ErrDiskFull = errors.New("the catalog's disk is full: nothing was written; writes resume once space is freed")
 	// ErrClosed: the store was closed (e.g. the Err of a subscription
 	// that Store.Close ended).
 	ErrClosed = errors.New("catalog store closed")

@@ -310,6 +310,8 @@ func (b *backend) MapError(err error) error {
 		return fmt.Errorf("%w (%s)", catalog.ErrInvalid, pe.Message)
 	case "40001", "40P01": // serialization failure, deadlock
 		return fmt.Errorf("%w (%s)", catalog.ErrConflict, pe.Message)
+	case "53100": // disk_full
+		return fmt.Errorf("catalog: postgres: %w (%s)", catalog.ErrDiskFull, pe.Message)
 	}
 	return fmt.Errorf("catalog: postgres: %s", pgErrorText(err))
 }

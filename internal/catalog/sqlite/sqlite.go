@@ -219,6 +219,9 @@ func (b *backend) MapError(err error) error {
 	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY, sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_NOTNULL:
 		return fmt.Errorf("%w (%s)", catalog.ErrInvalid, se.Error())
 	}
+	if se.Code()&0xff == sqlite3.SQLITE_FULL {
+		return fmt.Errorf("catalog: sqlite %s: %w (%s)", b.path, catalog.ErrDiskFull, se.Error())
+	}
 	// Do not leak the driver's type: keep the message only.
 	return fmt.Errorf("catalog: sqlite: %s", se.Error())
 }
