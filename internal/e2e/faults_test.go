@@ -38,7 +38,8 @@ func faultsParallel(t *testing.T) {
 }
 
 // faultsNeed skips a test whose service is missing (why says which), or
-// fails it in the full run, which must not pass by skipping.
+// fails it in the full run and in CI (LETHE_FAULTS_REQUIRE=1), which must
+// not pass by skipping.
 func faultsNeed(t *testing.T, missing bool, why string) {
 	t.Helper()
 	if !missing {
@@ -46,6 +47,9 @@ func faultsNeed(t *testing.T, missing bool, why string) {
 	}
 	if faultsFull() {
 		t.Fatalf("%s=full: %s", faultsEnv, why)
+	}
+	if os.Getenv("LETHE_FAULTS_REQUIRE") == "1" {
+		t.Fatalf("LETHE_FAULTS_REQUIRE=1: %s", why)
 	}
 	t.Skip(why)
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,20 +77,71 @@ func (c *pgCluster) restart(t *testing.T, mode string) {
 // item delivered, nothing left unfinished, no block bypassed.
 func TestFaultPostgresRestartedLosesNothing(t *testing.T) {
 	faultsParallel(t)
+	modes := pick([]string{"fast"}, []string{"fast", "immediate", "fast"})
+	between := pick(3*time.Second, 10*time.Second)
+	c, why := newPGCluster(t)
+	faultsNeed(t, c == nil, why)
+	pgFleetFault(t, "pg-restart", c.url(), func(ctx context.Context, f *faultRun, _ catalog.Store) []time.Time {
+		var restarted []time.Time
+		for i, mode := range modes {
+			if i > 0 {
+				require.True(t, sleepCtx(ctx, between))
+			}
+			began := time.Now()
+			c.restart(t, mode)
+			restarted = append(restarted, time.Now())
+			t.Logf("PostgreSQL restarted (-m %s) in %s", mode, time.Since(began).Round(time.Millisecond))
+			f.requireAllRunning()
+		}
+		return restarted
+	})
+}
+
+// TestFaultLeaderPausedUnderLoadLosesNothing is issue 28's "the leader
+// paused": the same fleet and load on the shared PostgreSQL server; the
+// leader is frozen with SIGSTOP (wherever it is, a transaction included)
+// for 8 s (20 s under LETHE_FAULTS=full, past every lease), then resumed
+// while another replica may lead. Its writes after it resumes meet the
+// fences; nothing is lost or done twice, and no replica exits.
+func TestFaultLeaderPausedUnderLoadLosesNothing(t *testing.T) {
+	faultsParallel(t)
+	admin := os.Getenv("LETHE_TEST_POSTGRES_URL")
+	faultsNeed(t, admin == "", "set LETHE_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	pause := pick(8*time.Second, 20*time.Second)
+	pgFleetFault(t, "leader-paused", createDatabase(t, admin), func(ctx context.Context, f *faultRun, st catalog.Store) []time.Time {
+		l := waitLeader(ctx, t, st, "")
+		r := replicaOf(t, f.replicas, l.Holder)
+		require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGSTOP))
+		t.Logf("SIGSTOPped the leader %s (term %d) for %s", r.name, l.Term, pause)
+		resumed := false
+		defer func() {
+			if !resumed {
+				_ = r.p.cmd.Process.Signal(syscall.SIGCONT)
+			}
+		}()
+		require.True(t, sleepCtx(ctx, pause))
+		if next, err := st.GetLeader(ctx, "lethe-server"); err == nil {
+			t.Logf("leader during the pause: %s (term %d)", next.Holder, next.Term)
+		}
+		require.NoError(t, r.p.cmd.Process.Signal(syscall.SIGCONT))
+		resumed = true
+		return []time.Time{time.Now()}
+	})
+}
+
+// pgFleetFault runs three replicas on the PostgreSQL database store under
+// load with a cascade in flight, calls inject (which returns when each
+// fault it injected ended), then waits for every purge and runs the
+// checker; name heads the FIGURE lines.
+func pgFleetFault(t *testing.T, name, store string, inject func(ctx context.Context, f *faultRun, st catalog.Store) []time.Time) {
 	var (
 		backups  = pick(10, 60)
 		items    = pick(30, 60)
 		snaps    = pick(40, 1000)
-		modes    = pick([]string{"fast"}, []string{"fast", "immediate", "fast"})
-		between  = pick(3*time.Second, 10*time.Second)
 		loadTime = pick(12*time.Second, 60*time.Second)
 		deadline = pick(3*time.Minute, 10*time.Minute)
 	)
 	const leases = 3 * time.Second
-	c, why := newPGCluster(t)
-	faultsNeed(t, c == nil, why)
-	store := c.url()
-
 	e := newEnv(t, pluginFleet)
 	storage := filepath.Join(t.TempDir(), "storage")
 	require.NoError(t, os.MkdirAll(storage, 0o750))
@@ -122,7 +174,7 @@ func TestFaultPostgresRestartedLosesNothing(t *testing.T) {
 	for _, r := range f.replicas {
 		waitReady(ctx, t, r)
 	}
-	waitLoad := f.load("pgr", backups, items, time.Second, loadTime)
+	waitLoad := f.load(strings.ReplaceAll(name, "-", ""), backups, items, time.Second, loadTime)
 	for len(f.registered()) == 0 || !purgedAny(ctx, st, f.registered()) {
 		f.requireAllRunning()
 		require.True(t, sleepCtx(ctx, 100*time.Millisecond), "no purge before the fault")
@@ -130,18 +182,10 @@ func TestFaultPostgresRestartedLosesNothing(t *testing.T) {
 	e.ok("backup", "delete", "cascade", "--yes", "--async")
 	waitAnyHolding(ctx, t, st, 3)
 
-	var restarted []time.Time
-	for i, mode := range modes {
-		if i > 0 {
-			require.True(t, sleepCtx(ctx, between))
-		}
-		began := time.Now()
-		c.restart(t, mode)
-		restarted = append(restarted, time.Now())
-		t.Logf("PostgreSQL restarted (-m %s) in %s", mode, time.Since(began).Round(time.Millisecond))
-		f.requireAllRunning()
-	}
-	last := restarted[len(restarted)-1]
+	began := time.Now()
+	ended := inject(ctx, f, st)
+	f.requireAllRunning()
+	last := ended[len(ended)-1]
 
 	waitLoad()
 	names := f.registered()
@@ -163,13 +207,13 @@ func TestFaultPostgresRestartedLosesNothing(t *testing.T) {
 		Plugins:    []string{"test.lethe.io/a-first", "test.lethe.io/b-second"},
 		Dependents: map[string][]string{"cascade": deps},
 		StorageDir: storage, Record: e.record,
-		AuditSkew:  2 * leases,
+		AuditSkew: 2 * leases,
 	})
-	for i, at := range restarted {
+	for i, at := range ended {
 		first, ok := recovery(rep.PurgedAt, at)
-		require.True(t, ok, "no purge after restart %d", i+1)
-		t.Logf("FIGURE pg-restart %d (-m %s): first purge %s after PostgreSQL was back", i+1, modes[i], first.Round(time.Millisecond))
+		require.True(t, ok, "no purge after fault %d", i+1)
+		t.Logf("FIGURE %s %d: first purge %s after the fault ended", name, i+1, first.Round(time.Millisecond))
 	}
-	t.Logf("FIGURE pg-restart: %d restarts, leases %s; purged before the first %d; %.2f purges/s after the last; all %d purged %s after it",
-		len(modes), leases, countPurgedBefore(rep.PurgedAt, restarted[0]), rate(rep.PurgedAt, last, done), len(rep.PurgedAt), done.Sub(last).Round(time.Second))
+	t.Logf("FIGURE %s: %d faults, leases %s; purged before the first %d; %.2f purges/s after the last; all %d purged %s after it",
+		name, len(ended), leases, countPurgedBefore(rep.PurgedAt, began), rate(rep.PurgedAt, last, done), len(rep.PurgedAt), done.Sub(last).Round(time.Second))
 }
