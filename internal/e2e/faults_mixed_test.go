@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -42,7 +41,7 @@ func TestFaultMixedLosesNothing(t *testing.T) {
 	var (
 		backups  = pick(6, 60)
 		items    = pick(20, 100)
-		snaps    = pick(40, 1000)
+		snaps    = pick(40, 100000)
 		each     = pick(4*time.Second, 15*time.Second)
 		loadTime = pick(15*time.Second, 90*time.Second)
 		deadline = pick(4*time.Minute, 15*time.Minute)
@@ -89,17 +88,7 @@ func TestFaultMixedLosesNothing(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 
-	e.create("cascade", items)
-	bk, err := st.Get(ctx, catalog.Key{Kind: "Backup", Name: "cascade"})
-	require.NoError(t, err)
-	var deps []string
-	for i := range snaps {
-		name := fmt.Sprintf("snap-%04d", i)
-		_, err := st.Create(ctx, &catalog.Resource{Kind: "VolumeSnapshot", Namespace: "prod", Name: name,
-			Owners: []catalog.OwnerRef{{UID: bk.UID, Kind: "Backup", Name: "cascade", BlockOwnerDeletion: true}}})
-		require.NoError(t, err)
-		deps = append(deps, name)
-	}
+	deps := cascadeOf(ctx, t, e, st, items, snaps)
 	for _, n := range []string{"r1", "r2", "r3"} {
 		f.startReplica(n, "--workers", "2", "--lease-ttl", leases.String(), "--leader-lease-ttl", leases.String(),
 			"--poll-interval", "1s", "--retry-backoff", "1s")
@@ -169,7 +158,7 @@ func TestFaultMixedLosesNothing(t *testing.T) {
 		Plugins:    []string{"test.lethe.io/a-first", "test.lethe.io/b-second", crashy},
 		Dependents: map[string][]string{"cascade": deps},
 		StorageDir: filepath.Join(srv.Dir, s3test.Bucket), Record: e.record,
-		AuditSkew:  2 * leases,
+		AuditSkew: 2 * leases,
 	})
 	last := ended[len(ended)-1]
 	first, ok := recovery(rep.PurgedAt, last)

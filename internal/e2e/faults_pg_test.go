@@ -51,7 +51,7 @@ func postgresFault(t *testing.T, kind string) {
 	var (
 		backups  = pick(10, 90)
 		items    = pick(30, 60)
-		snaps    = pick(40, 1000)
+		snaps    = pick(40, 100000)
 		cut      = pick(10*time.Second, 30*time.Second)
 		slow     = pick(5*time.Second, 30*time.Second)
 		loadTime = pick(15*time.Second, 90*time.Second)
@@ -97,17 +97,7 @@ func postgresFault(t *testing.T, kind string) {
 	defer st.Close()
 
 	// The cascade: a backup owning snapshots that block its purge.
-	e.create("cascade", items)
-	bk, err := st.Get(ctx, catalog.Key{Kind: "Backup", Name: "cascade"})
-	require.NoError(t, err)
-	var deps []string
-	for i := range snaps {
-		name := fmt.Sprintf("snap-%04d", i)
-		_, err := st.Create(ctx, &catalog.Resource{Kind: "VolumeSnapshot", Namespace: "prod", Name: name,
-			Owners: []catalog.OwnerRef{{UID: bk.UID, Kind: "Backup", Name: "cascade", BlockOwnerDeletion: true}}})
-		require.NoError(t, err)
-		deps = append(deps, name)
-	}
+	deps := cascadeOf(ctx, t, e, st, items, snaps)
 
 	for _, n := range []string{"r1", "r2", "r3"} {
 		f.startReplica(n, "--workers", "2", "--lease-ttl", leases.String(), "--leader-lease-ttl", leases.String(), "--poll-interval", "1s")
@@ -185,4 +175,34 @@ func purgedAny(ctx context.Context, st catalog.Store, names []string) bool {
 		}
 	}
 	return false
+}
+
+// cascadeOf registers the backup "cascade" (items items) and snaps
+// VolumeSnapshots it owns with blockOwnerDeletion, in batches; it returns
+// their names. The full fault runs make it 100,000.
+func cascadeOf(ctx context.Context, t *testing.T, e *env, st catalog.Store, items, snaps int) []string {
+	t.Helper()
+	e.create("cascade", items)
+	bk, err := st.Get(ctx, catalog.Key{Kind: "Backup", Name: "cascade"})
+	require.NoError(t, err)
+	deps := make([]string, 0, snaps)
+	batch := make([]*catalog.Resource, 0, 1000)
+	flush := func() {
+		if len(batch) > 0 {
+			_, err := st.CreateBatch(ctx, batch)
+			require.NoError(t, err)
+			batch = batch[:0]
+		}
+	}
+	for i := range snaps {
+		name := fmt.Sprintf("snap-%06d", i)
+		batch = append(batch, &catalog.Resource{Kind: "VolumeSnapshot", Namespace: "prod", Name: name,
+			Owners: []catalog.OwnerRef{{UID: bk.UID, Kind: "Backup", Name: "cascade", BlockOwnerDeletion: true}}})
+		deps = append(deps, name)
+		if len(batch) == cap(batch) {
+			flush()
+		}
+	}
+	flush()
+	return deps
 }

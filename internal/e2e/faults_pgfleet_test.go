@@ -137,7 +137,7 @@ func pgFleetFault(t *testing.T, name, store string, inject func(ctx context.Cont
 	var (
 		backups  = pick(10, 60)
 		items    = pick(30, 60)
-		snaps    = pick(40, 1000)
+		snaps    = pick(40, 100000)
 		loadTime = pick(12*time.Second, 60*time.Second)
 		deadline = pick(3*time.Minute, 10*time.Minute)
 	)
@@ -157,17 +157,7 @@ func pgFleetFault(t *testing.T, name, store string, inject func(ctx context.Cont
 	require.NoError(t, err)
 	defer st.Close()
 
-	e.create("cascade", items)
-	bk, err := st.Get(ctx, catalog.Key{Kind: "Backup", Name: "cascade"})
-	require.NoError(t, err)
-	var deps []string
-	for i := range snaps {
-		name := fmt.Sprintf("snap-%04d", i)
-		_, err := st.Create(ctx, &catalog.Resource{Kind: "VolumeSnapshot", Namespace: "prod", Name: name,
-			Owners: []catalog.OwnerRef{{UID: bk.UID, Kind: "Backup", Name: "cascade", BlockOwnerDeletion: true}}})
-		require.NoError(t, err)
-		deps = append(deps, name)
-	}
+	deps := cascadeOf(ctx, t, e, st, items, snaps)
 	for _, n := range []string{"r1", "r2", "r3"} {
 		f.startReplica(n, "--workers", "2", "--lease-ttl", leases.String(), "--leader-lease-ttl", leases.String(), "--poll-interval", "1s")
 	}
