@@ -147,13 +147,14 @@ func (s *Store) Purge(ctx context.Context, k catalog.Key, opts catalog.PurgeOpti
 	if len(opts.Details) > 0 && !json.Valid(opts.Details) {
 		return fmt.Errorf("%w: purge details are not valid JSON", catalog.ErrInvalid)
 	}
-	now := s.clock()
 	err := s.writeTx(ctx, func(q Querier) error {
-		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
-			return err
-		}
 		ver, cur, err := s.lockAndGet(ctx, q, 1, k)
 		if err != nil {
+			return err
+		}
+		// Dated once the version lock is held (see mutate).
+		now := s.clock()
+		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}
 		if cur.Phase != catalog.PhaseDeleting {

@@ -118,14 +118,18 @@ type mutation struct {
 // row, applies m, and writes the row, the UPDATED change and the audit
 // entry together.
 func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, error) {
-	now := s.clock()
 	var out, cur *catalog.Resource
 	err := s.writeTx(ctx, func(q Querier) error {
-		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
-			return err
-		}
 		ver, c, err := s.lockAndGet(ctx, q, 1, m.key)
 		if err != nil {
+			return err
+		}
+		// Dated once the catalog's version lock is held, so that the
+		// audit log's times follow its order (a time taken before the
+		// wait for the lock could be earlier than the entry before it),
+		// and the fence is checked as of the write.
+		now := s.clock()
+		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
 			return err
 		}
 		cur = c
