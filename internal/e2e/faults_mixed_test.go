@@ -158,7 +158,6 @@ func TestFaultMixedLosesNothing(t *testing.T) {
 		Plugins:    []string{"test.lethe.io/a-first", "test.lethe.io/b-second", crashy},
 		Dependents: map[string][]string{"cascade": deps},
 		StorageDir: filepath.Join(srv.Dir, s3test.Bucket), Record: e.record,
-		AuditSkew: 2 * leases,
 	})
 	last := ended[len(ended)-1]
 	first, ok := recovery(rep.PurgedAt, last)

@@ -154,11 +154,6 @@ func postgresFault(t *testing.T, kind string) {
 		Plugins:    []string{"test.lethe.io/a-first", "test.lethe.io/b-second"},
 		Dependents: map[string][]string{"cascade": deps},
 		StorageDir: storage, Record: e.record,
-		// Lethe dates an audit entry before its write waits for the
-		// catalog's lock (docs/faults.md, "Found, not fixed"): under the
-		// slow phase, entries of one backup can be out of time order by
-		// that wait, which a lease bounds.
-		AuditSkew: 2 * leases,
 	})
 	first, ok := recovery(rep.PurgedAt, cutEnd)
 	require.True(t, ok, "no purge after the cut")

@@ -197,7 +197,6 @@ func pgFleetFault(t *testing.T, name, store string, inject func(ctx context.Cont
 		Plugins:    []string{"test.lethe.io/a-first", "test.lethe.io/b-second"},
 		Dependents: map[string][]string{"cascade": deps},
 		StorageDir: storage, Record: e.record,
-		AuditSkew: 2 * leases,
 	})
 	for i, at := range ended {
 		first, ok := recovery(rep.PurgedAt, at)

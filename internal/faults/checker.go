@@ -32,10 +32,9 @@ type Expect struct {
 	// Record is the fleetrec plugin's log (internal/e2e/testdata/fleetrec).
 	Record string
 	// AuditSkew is how much earlier than the entry before it an audit
-	// entry of one backup may be dated. Zero: none. Lethe dates an entry
-	// when its write begins, before the write waits for the catalog's
-	// version lock (docs/faults.md, "Found, not fixed"), so under a slow
-	// catalog entries of one backup can be out of time order by the wait.
+	// entry of one backup may be dated. Zero: none. The fault tests
+	// tolerate none: a write is dated once it holds the catalog's write
+	// lock (docs/faults.md, "Found and fixed").
 	AuditSkew time.Duration
 }
 
