@@ -54,7 +54,7 @@ test: ## run every test (-race), the docs' commands included (internal/doctest);
 
 .PHONY: faults
 faults: ## the fault suite at full length (docs/faults.md); needs LETHE_TEST_POSTGRES_URL and versitygw; `make test` runs a short version
-	LETHE_FAULTS=full $(GO) test -count=1 -v -timeout 60m -run '^(TestFault|TestTCPProxy|TestChecker)' ./internal/faults ./internal/e2e
+	LETHE_FAULTS=full $(GO) test -count=1 -v -timeout 90m -run '^(TestFault|TestTCPProxy|TestChecker)' ./internal/faults ./internal/e2e
 
 .PHONY: mutants
 mutants: ## check that each invariant's test catches its mutation (mutants/*.patch)

@@ -39,12 +39,12 @@ func TestFaultMixedLosesNothing(t *testing.T) {
 		faultsNeed(t, true, err.Error())
 	}
 	var (
-		backups  = pick(6, 60)
-		items    = pick(20, 100)
+		backups  = pick(6, 40)
+		items    = pick(20, 60)
 		snaps    = pick(40, 100000)
 		each     = pick(4*time.Second, 15*time.Second)
 		loadTime = pick(15*time.Second, 90*time.Second)
-		deadline = pick(4*time.Minute, 15*time.Minute)
+		deadline = pick(4*time.Minute, 30*time.Minute)
 	)
 	const leases = 3 * time.Second
 	const crashy = "test.lethe.io/c-crashy"
