@@ -1,6 +1,10 @@
 package catalogtest
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,4 +53,60 @@ func testDeleteQueuesItsWorkItemInTheSameWrite(t *testing.T, newStore NewStoreFu
 	w, err := f.s.Enqueue(f.ctx, catalog.WorkItem{Queue: queue, Key: a.UID, RunAt: f.clock.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	require.Equal(t, items[0].ID, w.ID)
+}
+
+// testEnqueueRacingCompleteNeverFails: an Enqueue of a key whose item
+// another writer completes (deletes) at the same moment returns the item
+// it queued, never an error. On PostgreSQL the insert that finds the key
+// taken and the read that follows it see different snapshots: the item
+// can be gone in between, and Enqueue must queue it again rather than
+// fail (the garbage collector's loop failed on "no rows" under a
+// 100,000-resource cascade on three replicas).
+func testEnqueueRacingCompleteNeverFails(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	const queue, rounds, keys = "race", 400, 4
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	errs := make(chan error, 8)
+	var completers sync.WaitGroup
+	for c := range 3 {
+		completers.Go(func() {
+			for ctx.Err() == nil {
+				got, err := f.s.Claim(ctx, queue, fmt.Sprintf("completer-%d", c), time.Hour, keys)
+				for _, w := range got {
+					if err == nil {
+						err = f.s.Complete(ctx, w.Fence())
+					}
+				}
+				if err != nil && ctx.Err() == nil && !errors.Is(err, catalog.ErrLeaseLost) {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var enqueuers sync.WaitGroup
+	for k := range keys {
+		enqueuers.Go(func() {
+			key := fmt.Sprintf("k%d", k)
+			for i := range rounds {
+				w, err := f.s.Enqueue(f.ctx, catalog.WorkItem{Queue: queue, Key: key})
+				if err != nil {
+					errs <- fmt.Errorf("round %d of %s: %w", i, key, err)
+					return
+				}
+				if w.Key != key {
+					errs <- fmt.Errorf("round %d of %s: Enqueue returned %s", i, key, w.Key)
+					return
+				}
+			}
+		})
+	}
+	enqueuers.Wait()
+	cancel()
+	completers.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 }

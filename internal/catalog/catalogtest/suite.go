@@ -100,6 +100,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Wakeups", func(t *testing.T) { testWakeups(t, newStore) })
 	t.Run("NextAvailable", func(t *testing.T) { testNextAvailable(t, newStore) })
 	t.Run("DeleteQueuesItsWorkItemInTheSameWrite", func(t *testing.T) { testDeleteQueuesItsWorkItemInTheSameWrite(t, newStore) })
+	t.Run("EnqueueRacingCompleteNeverFails", func(t *testing.T) { testEnqueueRacingCompleteNeverFails(t, newStore) })
 	t.Run("AuditTimesFollowTheLogsOrder", func(t *testing.T) { testAuditTimesFollowTheLogsOrder(t, newStore) })
 	t.Run("Counts", func(t *testing.T) { testCounts(t, newStore) })
 	t.Run("WriteClosingACycleIsRefused", func(t *testing.T) { testWriteClosingACycleIsRefused(t, newStore) })

@@ -71,13 +71,26 @@ func (s *Store) Enqueue(ctx context.Context, w catalog.WorkItem) (*catalog.WorkI
 	var out *catalog.WorkItem
 	err := s.writeTx(ctx, func(q Querier) error {
 		st := workStmt(w, now)
-		if _, err := q.Exec(ctx, st.SQL, st.Args...); err != nil {
-			return err
-		}
-		var err error
-		out, err = scanWork(q.QueryRow(ctx, `SELECT `+WorkColumns+` FROM work_items WHERE queue = $1 AND key = $2`, w.Queue, w.Key))
-		if err != nil || out.Holder != "" || out.RunAt.After(now) {
-			return err
+		// The insert finds the key taken, or adds it; the read that
+		// follows may, on PostgreSQL (READ COMMITTED), no longer find
+		// an item that another writer completed in between: insert
+		// again. Each round either reads the item or inserts it anew.
+		for round := 1; ; round++ {
+			if _, err := q.Exec(ctx, st.SQL, st.Args...); err != nil {
+				return err
+			}
+			var err error
+			out, err = scanWork(q.QueryRow(ctx, `SELECT `+WorkColumns+` FROM work_items WHERE queue = $1 AND key = $2`, w.Queue, w.Key))
+			if errors.Is(err, ErrNoRows) && round < 10 {
+				continue
+			}
+			if errors.Is(err, ErrNoRows) {
+				return fmt.Errorf("work item %s %s: completed by another writer as often as it was queued, %d times", w.Queue, w.Key, round)
+			}
+			if err != nil || out.Holder != "" || out.RunAt.After(now) {
+				return err
+			}
+			break
 		}
 		return s.b.NotifyWake(ctx, q, w.Queue)
 	})
