@@ -41,7 +41,7 @@ func TestFaultMixedLosesNothing(t *testing.T) {
 	var (
 		backups  = pick(6, 40)
 		items    = pick(20, 60)
-		snaps    = pick(40, 100000)
+		snaps    = pick(40, 1000)
 		each     = pick(4*time.Second, 15*time.Second)
 		loadTime = pick(15*time.Second, 90*time.Second)
 		deadline = pick(4*time.Minute, 30*time.Minute)

@@ -51,7 +51,7 @@ func postgresFault(t *testing.T, kind string) {
 	var (
 		backups  = pick(10, 90)
 		items    = pick(30, 60)
-		snaps    = pick(40, 100000)
+		snaps    = pick(40, 1000)
 		cut      = pick(10*time.Second, 30*time.Second)
 		slow     = pick(5*time.Second, 30*time.Second)
 		loadTime = pick(15*time.Second, 90*time.Second)
@@ -174,7 +174,7 @@ func purgedAny(ctx context.Context, st catalog.Store, names []string) bool {
 
 // cascadeOf registers the backup "cascade" (items items) and snaps
 // VolumeSnapshots it owns with blockOwnerDeletion, in batches; it returns
-// their names. The full fault runs make it 100,000.
+// their names (1,000 in the full fault runs).
 func cascadeOf(ctx context.Context, t *testing.T, e *env, st catalog.Store, items, snaps int) []string {
 	t.Helper()
 	e.create("cascade", items)

@@ -137,7 +137,7 @@ func pgFleetFault(t *testing.T, name, store string, inject func(ctx context.Cont
 	var (
 		backups  = pick(10, 60)
 		items    = pick(30, 60)
-		snaps    = pick(40, 100000)
+		snaps    = pick(40, 1000)
 		loadTime = pick(12*time.Second, 60*time.Second)
 		deadline = pick(3*time.Minute, 10*time.Minute)
 	)
