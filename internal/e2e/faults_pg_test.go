@@ -49,13 +49,13 @@ func postgresFault(t *testing.T, kind string) {
 	admin := os.Getenv("LETHE_TEST_POSTGRES_URL")
 	faultsNeed(t, admin == "", "set LETHE_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	var (
-		backups  = pick(10, 90)
+		backups  = pick(10, 200)
 		items    = pick(30, 60)
 		snaps    = pick(40, 1000)
 		cut      = pick(10*time.Second, 30*time.Second)
 		slow     = pick(5*time.Second, 30*time.Second)
-		loadTime = pick(15*time.Second, 90*time.Second)
-		deadline = pick(3*time.Minute, 10*time.Minute)
+		loadTime = pick(15*time.Second, 120*time.Second)
+		deadline = pick(3*time.Minute, 15*time.Minute)
 	)
 	const latency = 200 * time.Millisecond
 	// Leases: LETHE_FAULTS_LEASE (default 3s, as TestFleet's) for the
