@@ -52,6 +52,19 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 // must accept it. Either failure is PermissionDenied: no answer, so the
 // caller's edge stays Pending.
 func (s *Server) authorize(ctx context.Context, from string) error {
+	if err := s.identify(ctx, from); err != nil {
+		return err
+	}
+	if !s.cfg.Accepts(from) {
+		return status.Errorf(codes.PermissionDenied, "peer %s does not accept back-references from peer %s",
+			termtext.Quote(s.cfg.Name), termtext.Quote(from))
+	}
+	return nil
+}
+
+// identify checks that the verified client certificate names from, and
+// that this peer's configuration names it (accepted or not).
+func (s *Server) identify(ctx context.Context, from string) error {
 	cert, err := callerCert(ctx)
 	if err != nil {
 		return status.Error(codes.Unauthenticated, err.Error())
@@ -59,9 +72,8 @@ func (s *Server) authorize(ctx context.Context, from string) error {
 	if !certNames(cert, from) {
 		return status.Errorf(codes.PermissionDenied, "the client certificate does not name peer %s", termtext.Quote(from))
 	}
-	if !s.cfg.Accepts(from) {
-		return status.Errorf(codes.PermissionDenied, "peer %s does not accept back-references from peer %s",
-			termtext.Quote(s.cfg.Name), termtext.Quote(from))
+	if _, ok := s.cfg.Peer(from); !ok {
+		return status.Errorf(codes.PermissionDenied, "peer %s does not know peer %s", termtext.Quote(s.cfg.Name), termtext.Quote(from))
 	}
 	return nil
 }
@@ -86,4 +98,16 @@ func (s *Server) RegisterBackReference(ctx context.Context, req *federationv1.Re
 	default:
 		return nil, status.Error(codes.Unavailable, fmt.Sprintf("peer %s: %v", s.cfg.Name, err))
 	}
+}
+
+// Ping implements PeerService: a peer this one's configuration names
+// (accepted or not) gets its name.
+func (s *Server) Ping(ctx context.Context, req *federationv1.PingRequest) (*federationv1.PingResponse, error) {
+	if err := peerNameErr(req.GetFromPeer()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, "from_peer: "+err.Error())
+	}
+	if err := s.identify(ctx, req.GetFromPeer()); err != nil {
+		return nil, err
+	}
+	return &federationv1.PingResponse{Peer: s.cfg.Name}, nil
 }
