@@ -217,6 +217,22 @@ func TestPeerReferenceRegistersABackReferenceAcrossServers(t *testing.T) {
 	// Table output names both counts.
 	r = us.ok("peer", "list", "--federation", us.file)
 	require.Regexp(t, `(?m)^eu\s+127\.0\.0\.1:\d+\s+false\s+Reachable\s+1/1\s+0\s+0\s`, r.stdout)
+
+	// The referrer is deleted and purged on us: eu is told, drops the
+	// stub, and its resource can be deleted.
+	us.ok("delete", "App", "web", "-n", "shop", "--yes", "--wait")
+	fedEventually(t, "the back-reference on eu to be dropped", func() bool {
+		return eu.peers(t, false)["us"].BackReferences == 0
+	}, usSrv, euSrv)
+	p = us.peers(t, false)["eu"]
+	require.Equal(t, 0, p.References.Acknowledged+p.References.Pending, "%+v", p)
+	require.Equal(t, 0, p.PendingMessages, "%+v", p)
+	r = eu.ok("audit", "--kind", "Database", "-o", "json")
+	require.Contains(t, r.stdout, `"back-reference-dropped"`)
+	require.Contains(t, r.stdout, `"peer:us"`)
+	eu.ok("delete", "Database", "orders", "-n", "shop", "--yes", "--wait")
+	r = eu.run("get", "Database", "orders", "-n", "shop")
+	require.NotEqual(t, 0, r.code, "purged: %s", r)
 }
 
 // TestPeerReferenceIsValidatedAtEntry: a reference to a peer the

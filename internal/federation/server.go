@@ -111,3 +111,30 @@ func (s *Server) Ping(ctx context.Context, req *federationv1.PingRequest) (*fede
 	}
 	return &federationv1.PingResponse{Peer: s.cfg.Name}, nil
 }
+
+// DropBackReference implements PeerService: the stub the caller
+// registered under the key goes (a peer drops only its own stubs: the
+// stub is looked up by the caller's name). A stub gone already is an
+// answer too. The caller needs only to be named by this peer's
+// configuration, accepted or not: dropping its own stub is never more
+// than it was given.
+func (s *Server) DropBackReference(ctx context.Context, req *federationv1.DropBackReferenceRequest) (*federationv1.DropBackReferenceResponse, error) {
+	if err := ValidateDrop(req); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := s.identify(ctx, req.GetFromPeer()); err != nil {
+		return nil, err
+	}
+	r, t := req.GetReferrer(), req.GetTarget()
+	dropped, err := s.store.DropBackReference(ctx, catalog.BackReference{Peer: req.GetFromPeer(), IdempotencyKey: req.GetIdempotencyKey(),
+		Referrer: catalog.ObjectRef{Kind: r.GetKind(), Namespace: r.GetNamespace(), Name: r.GetName(), UID: r.GetUid()},
+		Target:   catalog.Key{Kind: t.GetKind(), Namespace: t.GetNamespace(), Name: t.GetName()}})
+	switch {
+	case err == nil:
+		return &federationv1.DropBackReferenceResponse{Dropped: dropped}, nil
+	case errors.Is(err, catalog.ErrInvalid):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	default:
+		return nil, status.Error(codes.Unavailable, fmt.Sprintf("peer %s: %v", s.cfg.Name, err))
+	}
+}
