@@ -218,9 +218,22 @@ func TestPeerReferenceRegistersABackReferenceAcrossServers(t *testing.T) {
 	r = us.ok("peer", "list", "--federation", us.file)
 	require.Regexp(t, `(?m)^eu\s+127\.0\.0\.1:\d+\s+false\s+Reachable\s+1/1\s+0\s+0\s`, r.stdout)
 
-	// The referrer is deleted and purged on us: eu is told, drops the
-	// stub, and its resource can be deleted.
+	// The referrer is deleted and purged on us while eu is down: no answer
+	// is no drop, the message waits with its error, and the stub holds.
+	require.NoError(t, euSrv.cmd.Process.Signal(os.Interrupt))
+	euSrv.wait(t)
 	us.ok("delete", "App", "web", "-n", "shop", "--yes", "--wait")
+	fedEventually(t, "a failed attempt to tell eu", func() bool {
+		p := us.peers(t, false)["eu"]
+		return p.PendingMessages == 1 && p.LastError != ""
+	}, usSrv)
+	require.Equal(t, 1, eu.peers(t, false)["us"].BackReferences, "eu was not told")
+	r = eu.run("delete", "Database", "orders", "-n", "shop", "--yes")
+	require.NotEqual(t, 0, r.code, "%s", r)
+
+	// eu is back: it is told with no one's help, drops the stub, and its
+	// resource can be deleted.
+	euSrv = eu.server(t)
 	fedEventually(t, "the back-reference on eu to be dropped", func() bool {
 		return eu.peers(t, false)["us"].BackReferences == 0
 	}, usSrv, euSrv)
