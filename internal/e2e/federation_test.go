@@ -300,4 +300,11 @@ func TestImpostorPeerGetsNoBackReference(t *testing.T) {
 	require.Equal(t, 1, p.References.Pending, "%+v", p)
 	require.Equal(t, "Unreachable", p.State, "%+v", p)
 	require.Equal(t, 0, eu.peers(t, false)["us"].BackReferences)
+
+	// A peer with a good certificate that eu's file does not name gets no
+	// answer either, not even to Ping.
+	asia := newFedPeer(t, ca, "asia", "asia", freePort(t), "eu="+euAddr)
+	a := asia.peers(t, true)["eu"]
+	require.Equal(t, "Unreachable", a.State, "%+v", a)
+	require.Contains(t, a.Error, `peer eu does not know peer asia`)
 }
