@@ -295,4 +295,5 @@ func testDroppedBackReferenceFreesItsTarget(t *testing.T, newStore NewStoreFunc)
 		}
 	}
 	assert.Equal(t, 1, n)
+	assert.Contains(t, auditActions(t, f, db.UID), catalog.AuditBackReferenceDropped, "filed under the target's UID")
 }

@@ -344,11 +344,19 @@ func (s *Store) DropBackReference(ctx context.Context, b catalog.BackReference) 
 				termtext.Quote(b.Referrer.String()), termtext.Quote(b.Target.String()))
 		}
 		dropped = true
+		// The target's row lock orders the drop with its lifecycle writes,
+		// and its UID files the audit entry under it.
+		uid, phase := "", catalog.Phase("")
+		if cur, err := s.getOne(ctx, q, old.Target.String(), resourceByKey+s.d.ForUpdate, old.Target.Kind, old.Target.Namespace, old.Target.Name); err == nil {
+			uid, phase = cur.UID, cur.Phase
+		} else if !errors.Is(err, catalog.ErrNotFound) {
+			return err
+		}
 		details, _ := json.Marshal(map[string]any{"peer": old.Peer, "referrer": old.Referrer, "idempotencyKey": old.IdempotencyKey})
 		return q.ExecBatch(ctx, []Stmt{
 			{SQL: `DELETE FROM peer_back_references WHERE peer = $1 AND idempotency_key = $2`, Args: []any{b.Peer, b.IdempotencyKey}},
 			auditStmt(catalog.AuditEntry{Time: now, Actor: catalog.ActorPeerPrefix + old.Peer, Action: catalog.AuditBackReferenceDropped,
-				Kind: old.Target.Kind, Namespace: old.Target.Namespace, Name: old.Target.Name,
+				Kind: old.Target.Kind, Namespace: old.Target.Namespace, Name: old.Target.Name, UID: uid, FromPhase: phase, ToPhase: phase,
 				Reason: "no longer referenced by " + old.Referrer.String() + " on peer " + old.Peer + " (purged there)", Details: details}),
 		})
 	})
