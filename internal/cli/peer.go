@@ -76,7 +76,65 @@ func newPeerCmd(a *app) *cobra.Command {
 resource on one of them; its peer keeps a back-reference that holds the
 resource until the reference is gone.`,
 	})
-	c.AddCommand(newPeerListCmd(a))
+	c.AddCommand(newPeerListCmd(a), newPeerGetCmd(a))
+	return c
+}
+
+// peerStatus is federation.Status for the --federation file.
+func (a *app) peerStatus(ctx context.Context, probe bool, timeout time.Duration) ([]federation.PeerStatus, error) {
+	if timeout <= 0 {
+		return nil, usageError{fmt.Errorf("--timeout %s: must be positive", timeout)}
+	}
+	cfg, err := a.federationConfig()
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		return nil, usageError{errors.New("no peers: give the federation file with --federation FILE (or LETHE_FEDERATION)")}
+	}
+	st, err := a.catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return federation.Status(ctx, cfg, st, probe, timeout)
+}
+
+func newPeerGetCmd(a *app) *cobra.Command {
+	var timeout time.Duration
+	var noProbe bool
+	c := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show one peer: reachability, references each way, and the outbox",
+		Long: `Get shows one peer as lethe peer list does (the columns are explained in
+'lethe peer list --help'), with -o json|yaml a Peer. A name that the
+--federation file does not name, and that the catalog holds nothing of,
+is not found (exit 4).`,
+		Example: `  lethe peer get eu --federation /etc/lethe/federation.yaml
+  lethe peer get eu -o yaml`,
+		Args: exactArgs(1, "NAME"),
+	}
+	out := outputFlag(c, "table")
+	c.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long the peer has to answer the Ping")
+	c.Flags().BoolVar(&noProbe, "no-probe", false, "do not ask the peer; show only what the catalog holds")
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(*out); err != nil {
+			return err
+		}
+		peers, err := a.peerStatus(cmd.Context(), !noProbe, timeout)
+		if err != nil {
+			return err
+		}
+		for _, p := range peers {
+			if p.Name != args[0] {
+				continue
+			}
+			if structured(*out) {
+				return printObject(a.s.Out, *out, kindPeer, peerView{Kind: kindPeer, PeerStatus: p})
+			}
+			return a.peerTable([]federation.PeerStatus{p})
+		}
+		return exitCodeError{exitNotFound, fmt.Errorf("peer %s not found: the federation file does not name it and the catalog holds nothing of it", termtext.Quote(args[0]))}
+	}
 	return c
 }
 
@@ -114,22 +172,7 @@ It reads the catalog and asks the peers; it changes nothing. It needs the
 		if err := checkOutput(*out); err != nil {
 			return err
 		}
-		if timeout <= 0 {
-			return usageError{fmt.Errorf("--timeout %s: must be positive", timeout)}
-		}
-		cfg, err := a.federationConfig()
-		if err != nil {
-			return err
-		}
-		if cfg == nil {
-			return usageError{errors.New("no peers: give the federation file with --federation FILE (or LETHE_FEDERATION)")}
-		}
-		ctx := cmd.Context()
-		st, err := a.catalog(ctx)
-		if err != nil {
-			return err
-		}
-		peers, err := federation.Status(ctx, cfg, st, !noProbe, timeout)
+		peers, err := a.peerStatus(cmd.Context(), !noProbe, timeout)
 		if err != nil {
 			return err
 		}
@@ -141,30 +184,34 @@ It reads the catalog and asks the peers; it changes nothing. It needs the
 			return printList(a.s.Out, *out, kindPeer, views)
 		}
 		if len(peers) == 0 {
-			fmt.Fprintf(a.s.Out, "Peer %s names no peers.\n", termtext.Quote(cfg.Name))
+			fmt.Fprintln(a.s.Out, "The federation file names no peers, and the catalog holds nothing of any.")
 			return nil
 		}
-		now := time.Now()
-		t := newTable(a.s.Out, "NAME", "ADDRESS", "ACCEPT", "STATE", "REFERENCES", "BACK-REFS", "PENDING", "LAST CONTACT", "ERROR")
-		for _, p := range peers {
-			pending := fmt.Sprint(p.PendingMessages)
-			if p.OldestPending != nil {
-				pending += " (oldest " + human(now.Sub(*p.OldestPending)) + ")"
-			}
-			contact := "never"
-			if p.LastContact != nil {
-				contact = human(now.Sub(*p.LastContact)) + " ago"
-			}
-			e := p.Error
-			if e == "" {
-				e = p.LastError
-			}
-			refs := p.References
-			t.row(termtext.Quote(p.Name), dash(termtext.Quote(p.Address)), fmt.Sprint(p.Accept), p.State,
-				fmt.Sprintf("%d/%d", refs.Acknowledged, refs.Pending+refs.Acknowledged+refs.Refused),
-				fmt.Sprint(p.BackReferences), pending, contact, dash(termtext.Quote(e)))
-		}
-		return t.flush()
+		return a.peerTable(peers)
 	}
 	return c
+}
+
+func (a *app) peerTable(peers []federation.PeerStatus) error {
+	now := time.Now()
+	t := newTable(a.s.Out, "NAME", "ADDRESS", "ACCEPT", "STATE", "REFERENCES", "BACK-REFS", "PENDING", "LAST CONTACT", "ERROR")
+	for _, p := range peers {
+		pending := fmt.Sprint(p.PendingMessages)
+		if p.OldestPending != nil {
+			pending += " (oldest " + human(now.Sub(*p.OldestPending)) + ")"
+		}
+		contact := "never"
+		if p.LastContact != nil {
+			contact = human(now.Sub(*p.LastContact)) + " ago"
+		}
+		e := p.Error
+		if e == "" {
+			e = p.LastError
+		}
+		refs := p.References
+		t.row(termtext.Quote(p.Name), dash(termtext.Quote(p.Address)), fmt.Sprint(p.Accept), p.State,
+			fmt.Sprintf("%d/%d", refs.Acknowledged, refs.Pending+refs.Acknowledged+refs.Refused),
+			fmt.Sprint(p.BackReferences), pending, contact, dash(termtext.Quote(e)))
+	}
+	return t.flush()
 }

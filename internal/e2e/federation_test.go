@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,6 +273,24 @@ func TestPeerReferenceIsValidatedAtEntry(t *testing.T) {
 	r = us.run("get", "App", "web", "-n", "shop")
 	require.NotEqual(t, 0, r.code, "nothing was created: %s", r)
 	require.Empty(t, us.peers(t, false)["eu"].PendingMessages)
+
+	// peer get: one Peer; a name nothing knows is not found.
+	r = us.ok("peer", "get", "eu", "-o", "yaml", "--no-probe", "--federation", us.file)
+	require.Contains(t, r.stdout, "kind: Peer\n")
+	require.Contains(t, r.stdout, "name: eu\n")
+	r = us.run("peer", "get", "asia", "--no-probe", "--federation", us.file)
+	require.Equal(t, 4, r.code, "%s", r)
+	requireOneErrorLine(t, r, `peer asia not found`)
+
+	// The server binds the peer listen address before anything starts:
+	// one in use stops it with one line.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	taken := newFedPeer(t, ca, "us", "us", ln.Addr().String(), "eu="+freePort(t))
+	r = taken.run("server", "--no-plugins", "--federation", taken.file, "--metrics-addr", freePort(t))
+	require.Equal(t, 1, r.code, "%s", r)
+	requireOneErrorLine(t, r, "federation: listen "+ln.Addr().String())
 
 	// A federation file that is not valid stops the command.
 	bad := filepath.Join(us.dir, "bad.yaml")
