@@ -328,9 +328,9 @@ func TestLetheSetFieldsAreTakenAndListed(t *testing.T) {
 // of the resource's own references; the same target locally and on a peer
 // are two references, and a resource may reference its namesake on a peer.
 func TestPeerReferencesAreKeptApartFromLocalOnes(t *testing.T) {
-	docs, err := parse(t, ("kind: App\nmetadata: {name: web, namespace: shop}\nreferences:\n"+
-		"- {kind: Database, namespace: shop, name: orders, onTargetDelete: block}\n"+
-		"- {kind: Database, namespace: shop, name: orders, peer: eu, onTargetDelete: cascade}\n"+
+	docs, err := parse(t, ("kind: App\nmetadata: {name: web, namespace: shop}\nreferences:\n" +
+		"- {kind: Database, namespace: shop, name: orders, onTargetDelete: block}\n" +
+		"- {kind: Database, namespace: shop, name: orders, peer: eu, onTargetDelete: cascade}\n" +
 		"- {kind: App, namespace: shop, name: web, peer: eu, onTargetDelete: allowDangling}\n"))
 	require.NoError(t, err)
 	require.Len(t, docs, 1)
