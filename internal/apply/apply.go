@@ -94,6 +94,12 @@ type Config struct {
 	// LifecyclePruner on Store).
 	Pruner Pruner
 	Now    func() time.Time
+	// Federation, when set, stores the forward edges of references to
+	// resources on peers (a manifest reference with peer:); Peers says
+	// which peers the federation configuration names. Without them a
+	// reference to a peer is refused.
+	Federation PeerReferences
+	Peers      func(name string) bool
 }
 
 // Engine applies manifests.
@@ -101,6 +107,8 @@ type Engine struct {
 	st     Catalog
 	pruner Pruner
 	now    func() time.Time
+	fed    PeerReferences
+	peers  func(name string) bool
 }
 
 // New returns an Engine.
@@ -108,7 +116,7 @@ func New(cfg *Config) (*Engine, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("apply: Config.Store is required")
 	}
-	e := &Engine{st: cfg.Store, pruner: cfg.Pruner, now: cfg.Now}
+	e := &Engine{st: cfg.Store, pruner: cfg.Pruner, now: cfg.Now, fed: cfg.Federation, peers: cfg.Peers}
 	if e.pruner == nil {
 		e.pruner = LifecyclePruner{Store: cfg.Store}
 	}
@@ -248,6 +256,9 @@ func (e *Engine) Apply(ctx context.Context, docs []*manifest.Document, opts Opti
 		return nil, err
 	}
 	if err := e.adopt(ctx, p); err != nil {
+		return res, err
+	}
+	if err := e.addPeerReferences(ctx, p); err != nil {
 		return res, err
 	}
 	if err := e.prune(ctx, p); err != nil {

@@ -67,10 +67,7 @@ func (it *item) isReadOnly(owners []catalog.OwnerRef) bool {
 // compared as the document writes them (an owner's uid only when
 // given); a document without status leaves the status alone.
 func firstDiff(cur *catalog.Resource, d *manifest.Document) field {
-	refs := make([]catalog.Reference, len(d.References))
-	for i, r := range d.References {
-		refs[i] = catalog.Reference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, OnTargetDelete: r.OnTargetDelete}
-	}
+	refs := d.LocalReferences()
 	switch {
 	case !mapsEqual(cur.Labels, d.Metadata.Labels):
 		return fieldLabels

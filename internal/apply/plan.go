@@ -36,6 +36,9 @@ type item struct {
 	skipped bool
 	// visited by write's walk, owners first.
 	visited bool
+	// peerRefs are the document's references to resources on peers:
+	// forward edges added once the resource is written (peers.go).
+	peerRefs []catalog.PeerReference
 	// labels and annotations of desired, folded (see fold).
 	labels, annotations []string
 	// sameBody: the stored resource has the document's labels,
@@ -207,6 +210,9 @@ func (p *plan) ready(it *item) bool {
 		}
 	}
 	for _, r := range d.References {
+		if r.Peer != "" {
+			continue // on another catalog: nothing to plan first
+		}
 		if _, ok := p.byKey[catalog.Key{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}]; !ok && r.OnTargetDelete != catalog.RefAllowDangling {
 			return false
 		}
@@ -335,6 +341,9 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 	if it.letheErr != nil {
 		return it.letheErr
 	}
+	if err := e.planPeerReferences(ctx, it); err != nil {
+		return err
+	}
 	// The sync filter, and what bundles own.
 	if it.bundle != nil && it.bundle.skipped {
 		it.skipped = true
@@ -437,7 +446,7 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 		}
 	}
 	for i, r := range d.References {
-		if r.OnTargetDelete == catalog.RefAllowDangling {
+		if r.OnTargetDelete == catalog.RefAllowDangling || r.Peer != "" {
 			continue
 		}
 		k := catalog.Key{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}

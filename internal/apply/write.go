@@ -25,10 +25,7 @@ func same(cur, want *catalog.Resource) bool {
 // and the document that would update it (whose own status, when it has
 // none, is the stored one's).
 func sameBody(cur *catalog.Resource, d *manifest.Document) bool {
-	refs := make([]catalog.Reference, len(d.References))
-	for i, r := range d.References {
-		refs[i] = catalog.Reference{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, OnTargetDelete: r.OnTargetDelete}
-	}
+	refs := d.LocalReferences()
 	return mapsEqual(cur.Labels, d.Metadata.Labels) && mapsEqual(cur.Annotations, d.Metadata.Annotations) &&
 		slices.Equal(cur.References, refs) && slices.Equal(cur.Finalizers, d.Metadata.Finalizers) &&
 		jsonEqual(cur.Spec, d.Spec) && (len(d.Status) == 0 || jsonEqual(cur.Status, d.Status))

@@ -64,6 +64,10 @@ const (
 	// PeerMsgRegisterBackReference asks the peer to store a stub; its
 	// Body is the PeerReference.
 	PeerMsgRegisterBackReference PeerMessageType = "RegisterBackReference"
+	// PeerMsgDropBackReference tells the peer that a referrer is purged:
+	// it drops the stub registered with the same IdempotencyKey. Its Body
+	// is the PeerReference, as it was when its referrer was purged.
+	PeerMsgDropBackReference PeerMessageType = "DropBackReference"
 )
 
 // PeerMessage is one row of the peer outbox, written in the same
@@ -128,6 +132,11 @@ type Federation interface {
 	// Active or Scheduled (ErrNotFound, *TransitionError). A replay of the
 	// same IdempotencyKey returns the stored stub and changes nothing.
 	RegisterBackReference(ctx context.Context, b BackReference) (*BackReference, error)
+	// DropBackReference removes the stub that b.Peer registered with
+	// b.IdempotencyKey, in one transaction with its audit entry; its
+	// referrer UID and target must be b's (ErrInvalid). A stub already
+	// gone is not an error: dropped is false.
+	DropBackReference(ctx context.Context, b BackReference) (dropped bool, err error)
 	// BackReferences lists the stubs held for target (every stub when
 	// target is the zero Key), by peer and referrer.
 	BackReferences(ctx context.Context, target Key) ([]*BackReference, error)
@@ -144,6 +153,11 @@ const (
 	// AuditBackReference: a stub was stored (on the target), in the name
 	// of ActorPeerPrefix+peer.
 	AuditBackReference = "back-reference"
+	// AuditPeerReferenceDropped: a purged referrer's forward edge went,
+	// and its peer is told (on the referrer); AuditBackReferenceDropped:
+	// the stub went (on the target), in the name of the referrer's peer.
+	AuditPeerReferenceDropped = "peer-reference-dropped"
+	AuditBackReferenceDropped = "back-reference-dropped"
 	// ActorPeerPrefix prefixes the actor of what a peer asked for.
 	ActorPeerPrefix = "peer:"
 )

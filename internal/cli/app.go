@@ -16,6 +16,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/catalog/drivers"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/federation"
 	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/internal/termtext"
@@ -46,6 +47,8 @@ type app struct {
 	// sqliteCacheKiB, when set before the catalog is opened, is the SQLite
 	// writer's page cache (catalog.Config.SQLiteCacheKiB).
 	sqliteCacheKiB int
+	// fed is the --federation file, once read (federationConfig).
+	fed *federation.Config
 }
 
 func (a *app) init() error {

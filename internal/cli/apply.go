@@ -80,7 +80,15 @@ countdown cancelled, its spec the desired one.`,
 			return err
 		}
 		a.showEnforcePlans(ctx, st, docs)
-		eng, err := apply.New(&apply.Config{Store: st, Pruner: &collectorPruner{a: a}})
+		fed, err := a.federationConfig()
+		if err != nil {
+			return err
+		}
+		cfg := &apply.Config{Store: st, Pruner: &collectorPruner{a: a}, Federation: st}
+		if fed != nil {
+			cfg.Peers = func(name string) bool { _, ok := fed.Peer(name); return ok }
+		}
+		eng, err := apply.New(cfg)
 		if err != nil {
 			return err
 		}

@@ -36,6 +36,8 @@ type globals struct {
 	logLevel               string
 	logFormat              string
 	config                 string
+	// federation is the peer configuration file (docs/federation.md).
+	federation string
 
 	itemTimeout    string
 	killGrace      string
@@ -94,6 +96,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	pf.StringVar(&g.itemTimeout, "item-timeout", "", "how long a plugin may take on one item before it is cancelled, then killed and restarted (env LETHE_ITEM_TIMEOUT; default 5m)")
 	pf.StringVar(&g.killGrace, "plugin-kill-grace", "", "how long a plugin being killed (hung, crashed, restarted, shut down) has between SIGTERM and SIGKILL (env LETHE_PLUGIN_KILL_GRACE; default 2s)")
 	pf.StringArrayVar(&g.pluginTimeouts, "plugin-timeout", nil, "per-plugin item timeout NAME=DURATION, e.g. example.com/ebs=30m (repeatable; env LETHE_PLUGIN_TIMEOUTS, comma-separated)")
+	pf.StringVar(&g.federation, "federation", "", "peer configuration `FILE` (docs/federation.md): this server's peer name, listen address, CA, certificate and key, and its peers; lethe server serves the peer protocol with it, apply checks peer: references against it (env LETHE_FEDERATION)")
 	pf.StringVar(&g.defaultDelay, "default-deletion-delay", "", "grace window for backups without a lethe.io/deletion-delay annotation (env LETHE_DEFAULT_DELETION_DELAY; default none)")
 	g.trust.add(pf)
 	g.retry.add(pf)
@@ -109,7 +112,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ", " + runtime.Version() + ")\n") // as lethe version
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
 		newApplyCmd(a), newDeleteCmd(a), newUndeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a), newRetentionCmd(a))
-	root.AddCommand(newLocationCmd(a), newStatusCmd(a))
+	root.AddCommand(newLocationCmd(a), newStatusCmd(a), newPeerCmd(a))
 	addGrammarFooter(root)
 	fixCompletion(root)
 	a.registerCompletions(root)
@@ -172,6 +175,7 @@ func (g *globals) resolve(getenv func(string) string) error {
 	pick(&g.itemTimeout, "LETHE_ITEM_TIMEOUT")
 	pick(&g.killGrace, "LETHE_PLUGIN_KILL_GRACE")
 	pick(&g.defaultDelay, "LETHE_DEFAULT_DELETION_DELAY")
+	pick(&g.federation, "LETHE_FEDERATION")
 	if len(g.pluginTimeouts) == 0 {
 		if v := getenv("LETHE_PLUGIN_TIMEOUTS"); v != "" {
 			g.pluginTimeouts = strings.Split(v, ",")

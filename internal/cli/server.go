@@ -9,6 +9,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/federation"
 	"github.com/lethehq/lethe/internal/leader"
 	"github.com/lethehq/lethe/internal/retention/planner"
 	"github.com/lethehq/lethe/internal/server"
@@ -115,11 +116,25 @@ lease is handed over); a second one aborts.`,
 			} else if !a.g.trust.requireLock {
 				a.log.Warn("--require-plugin-lock=false: plugins that no lock file pins will run; whoever can write the plugin folder can run code as Lethe")
 			}
-			// Bind the metrics address first: one taken fails here,
-			// before any plugin starts or any work is claimed.
+			fed, err := a.federationConfig()
+			if err != nil {
+				return err
+			}
+			// Bind the metrics address (and the peer service's) first: one
+			// taken fails here, before any plugin starts or any work is
+			// claimed.
+			var fedLn net.Listener
+			if fed != nil {
+				if _, err := federation.ServerTLS(fed); err != nil {
+					return err
+				}
+				if fedLn, err = net.Listen("tcp", fed.Listen); err != nil {
+					return fmt.Errorf("federation: listen %s: %w", termtext.Quote(fed.Listen), err)
+				}
+				defer fedLn.Close()
+			}
 			var ln net.Listener
 			if metrics != "" {
-				var err error
 				if ln, err = server.Listen(metrics); err != nil {
 					return err
 				}
@@ -149,8 +164,12 @@ lease is handed over); a second one aborts.`,
 			if err != nil {
 				return err
 			}
+			var loops []server.Loop
+			if fed != nil {
+				loops = a.federationLoops(fed, fedLn, del.Holder(), time.Second)
+			}
 			srv, err := server.New(&server.Config{
-				LeaderLoops: []server.Loop{enforcer}, TTLVeto: ttlVeto,
+				LeaderLoops: []server.Loop{enforcer}, TTLVeto: ttlVeto, Loops: loops,
 				Sync: syncFn, SyncInterval: syncInterval,
 				Store: a.store, Deleter: del, Collector: col, Logger: a.log, Workers: workers,
 				MetricsListener: ln, DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins,
@@ -173,6 +192,9 @@ lease is handed over); a second one aborts.`,
 			}
 			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %s, version %s, holder %q; Ctrl-C to stop\n",
 				termtext.Quote(catalog.RedactURL(a.g.store)), termtext.Quote(a.blobs.URL()), counted(len(a.host.Plugins()), "plugin", "plugins"), Version, del.Holder())
+			if fed != nil {
+				fmt.Fprintf(a.s.Err, "lethe server: peer %s, peer service on %s, %s\n", termtext.Quote(fed.Name), fedLn.Addr(), counted(len(fed.Peers), "peer", "peers"))
+			}
 			return srv.Run(ctx)
 		},
 	}

@@ -3,11 +3,17 @@ package federation
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // Config is one peer's view of the federation.
@@ -95,4 +101,39 @@ func peerNameErr(name string) error {
 		return fmt.Errorf("invalid peer name %q: %s", name, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// maxConfigBytes bounds a federation configuration file.
+const maxConfigBytes = 1 << 20
+
+// Load reads and validates the federation configuration at path (YAML or
+// JSON, in the shape of Config; an unknown field is refused). Relative
+// certificate paths are taken from the file's folder.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("federation configuration: %w", err)
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("federation configuration %s: %w", termtext.Quote(path), err)
+	}
+	if len(raw) > maxConfigBytes {
+		return nil, fmt.Errorf("federation configuration %s: larger than %d bytes", termtext.Quote(path), maxConfigBytes)
+	}
+	var c Config
+	if err := yaml.UnmarshalStrict(raw, &c); err != nil {
+		return nil, fmt.Errorf("federation configuration %s: %w", termtext.Quote(path), err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("federation configuration %s: %w", termtext.Quote(path), err)
+	}
+	dir := filepath.Dir(path)
+	for _, p := range []*string{&c.CAFile, &c.CertFile, &c.KeyFile} {
+		if !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	return &c, nil
 }

@@ -127,29 +127,42 @@ func (d *Dispatcher) deliver(ctx context.Context, m *catalog.PeerMessage) (*cata
 	if !ok {
 		return nil, fmt.Errorf("peer %s is not configured", termtext.Quote(m.Peer))
 	}
-	if m.Type != catalog.PeerMsgRegisterBackReference {
-		return nil, fmt.Errorf("message type %s is not implemented", termtext.Quote(string(m.Type)))
-	}
 	var ref catalog.PeerReference
 	if err := json.Unmarshal(m.Body, &ref); err != nil {
 		return nil, fmt.Errorf("message %d: corrupt body: %w", m.ID, err)
 	}
 	ref.IdempotencyKey = m.IdempotencyKey
-	req, err := registerRequest(d.cfg.Name, &ref)
-	if err != nil {
-		return nil, err
-	}
 	c, err := d.conn(peer)
 	if err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, d.CallTimeout)
 	defer cancel()
-	resp, err := federationv1.NewPeerServiceClient(c).RegisterBackReference(cctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("peer %s: %w", m.Peer, err)
+	client := federationv1.NewPeerServiceClient(c)
+	switch m.Type {
+	case catalog.PeerMsgRegisterBackReference:
+		req, err := registerRequest(d.cfg.Name, &ref)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := client.RegisterBackReference(cctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("peer %s: %w", m.Peer, err)
+		}
+		return &catalog.PeerAnswer{Accepted: resp.GetAccepted(), Reason: clipReason(resp.GetReason())}, nil
+	case catalog.PeerMsgDropBackReference:
+		req, err := dropRequest(d.cfg.Name, &ref)
+		if err != nil {
+			return nil, err
+		}
+		// Dropped or gone already: either way the peer holds no stub for
+		// it now.
+		if _, err := client.DropBackReference(cctx, req); err != nil {
+			return nil, fmt.Errorf("peer %s: %w", m.Peer, err)
+		}
+		return &catalog.PeerAnswer{Accepted: true}, nil
 	}
-	return &catalog.PeerAnswer{Accepted: resp.GetAccepted(), Reason: clipReason(resp.GetReason())}, nil
+	return nil, fmt.Errorf("message type %s is not implemented", termtext.Quote(string(m.Type)))
 }
 
 // Run delivers messages until ctx ends, looking again every poll.

@@ -129,3 +129,32 @@ func clipReason(s string) string {
 	}
 	return s + "…"
 }
+
+// ValidateDrop checks a DropBackReferenceRequest as ValidateRegister does.
+func ValidateDrop(req *federationv1.DropBackReferenceRequest) error {
+	if n := proto.Size(req); n > MaxMessageBytes {
+		return fmt.Errorf("message of %d bytes: at most %d", n, MaxMessageBytes)
+	}
+	if err := peerNameErr(req.GetFromPeer()); err != nil {
+		return fmt.Errorf("from_peer: %w", err)
+	}
+	if !keyRE.MatchString(req.GetIdempotencyKey()) {
+		return fmt.Errorf("idempotency_key %s: want 1 to 64 letters, digits or '-'", termtext.Quote(req.GetIdempotencyKey()))
+	}
+	if err := refErr("referrer", req.GetReferrer(), true); err != nil {
+		return err
+	}
+	return refErr("target", req.GetTarget(), false)
+}
+
+// dropRequest is the wire form of a purged referrer's edge.
+func dropRequest(self string, ref *catalog.PeerReference) (*federationv1.DropBackReferenceRequest, error) {
+	req := &federationv1.DropBackReferenceRequest{
+		FromPeer:       self,
+		IdempotencyKey: ref.IdempotencyKey,
+		Referrer: &federationv1.ObjectRef{Kind: ref.Referrer.Kind, Namespace: ref.Referrer.Namespace,
+			Name: ref.Referrer.Name, Uid: ref.Referrer.UID},
+		Target: &federationv1.ObjectRef{Kind: ref.Target.Kind, Namespace: ref.Target.Namespace, Name: ref.Target.Name},
+	}
+	return req, ValidateDrop(req)
+}

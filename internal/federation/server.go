@@ -52,6 +52,19 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 // must accept it. Either failure is PermissionDenied: no answer, so the
 // caller's edge stays Pending.
 func (s *Server) authorize(ctx context.Context, from string) error {
+	if err := s.identify(ctx, from); err != nil {
+		return err
+	}
+	if !s.cfg.Accepts(from) {
+		return status.Errorf(codes.PermissionDenied, "peer %s does not accept back-references from peer %s",
+			termtext.Quote(s.cfg.Name), termtext.Quote(from))
+	}
+	return nil
+}
+
+// identify checks that the verified client certificate names from, and
+// that this peer's configuration names it (accepted or not).
+func (s *Server) identify(ctx context.Context, from string) error {
 	cert, err := callerCert(ctx)
 	if err != nil {
 		return status.Error(codes.Unauthenticated, err.Error())
@@ -59,9 +72,8 @@ func (s *Server) authorize(ctx context.Context, from string) error {
 	if !certNames(cert, from) {
 		return status.Errorf(codes.PermissionDenied, "the client certificate does not name peer %s", termtext.Quote(from))
 	}
-	if !s.cfg.Accepts(from) {
-		return status.Errorf(codes.PermissionDenied, "peer %s does not accept back-references from peer %s",
-			termtext.Quote(s.cfg.Name), termtext.Quote(from))
+	if _, ok := s.cfg.Peer(from); !ok {
+		return status.Errorf(codes.PermissionDenied, "peer %s does not know peer %s", termtext.Quote(s.cfg.Name), termtext.Quote(from))
 	}
 	return nil
 }
@@ -83,6 +95,45 @@ func (s *Server) RegisterBackReference(ctx context.Context, req *federationv1.Re
 		return &federationv1.RegisterBackReferenceResponse{Accepted: true}, nil
 	case errors.Is(err, catalog.ErrNotFound), errors.Is(err, catalog.ErrInvalidTransition):
 		return &federationv1.RegisterBackReferenceResponse{Reason: err.Error()}, nil
+	default:
+		return nil, status.Error(codes.Unavailable, fmt.Sprintf("peer %s: %v", s.cfg.Name, err))
+	}
+}
+
+// Ping implements PeerService: a peer this one's configuration names
+// (accepted or not) gets its name.
+func (s *Server) Ping(ctx context.Context, req *federationv1.PingRequest) (*federationv1.PingResponse, error) {
+	if err := peerNameErr(req.GetFromPeer()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, "from_peer: "+err.Error())
+	}
+	if err := s.identify(ctx, req.GetFromPeer()); err != nil {
+		return nil, err
+	}
+	return &federationv1.PingResponse{Peer: s.cfg.Name}, nil
+}
+
+// DropBackReference implements PeerService: the stub the caller
+// registered under the key goes (a peer drops only its own stubs: the
+// stub is looked up by the caller's name). A stub gone already is an
+// answer too. The caller needs only to be named by this peer's
+// configuration, accepted or not: dropping its own stub is never more
+// than it was given.
+func (s *Server) DropBackReference(ctx context.Context, req *federationv1.DropBackReferenceRequest) (*federationv1.DropBackReferenceResponse, error) {
+	if err := ValidateDrop(req); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := s.identify(ctx, req.GetFromPeer()); err != nil {
+		return nil, err
+	}
+	r, t := req.GetReferrer(), req.GetTarget()
+	dropped, err := s.store.DropBackReference(ctx, catalog.BackReference{Peer: req.GetFromPeer(), IdempotencyKey: req.GetIdempotencyKey(),
+		Referrer: catalog.ObjectRef{Kind: r.GetKind(), Namespace: r.GetNamespace(), Name: r.GetName(), UID: r.GetUid()},
+		Target:   catalog.Key{Kind: t.GetKind(), Namespace: t.GetNamespace(), Name: t.GetName()}})
+	switch {
+	case err == nil:
+		return &federationv1.DropBackReferenceResponse{Dropped: dropped}, nil
+	case errors.Is(err, catalog.ErrInvalid):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	default:
 		return nil, status.Error(codes.Unavailable, fmt.Sprintf("peer %s: %v", s.cfg.Name, err))
 	}

@@ -118,3 +118,29 @@ func TestConfigRefusesABadFieldByName(t *testing.T) {
 		assert.True(t, strings.HasPrefix(err.Error(), want+":"), "%s: %v", want, err)
 	}
 }
+
+func TestDropMessagesAreBoundedAndValidated(t *testing.T) {
+	good := func() *federationv1.DropBackReferenceRequest {
+		g := goodRequest()
+		return &federationv1.DropBackReferenceRequest{FromPeer: g.FromPeer, IdempotencyKey: g.IdempotencyKey, Referrer: g.Referrer, Target: g.Target}
+	}
+	require.NoError(t, federation.ValidateDrop(good()))
+	bad := map[string]func(r *federationv1.DropBackReferenceRequest){
+		"oversized": func(r *federationv1.DropBackReferenceRequest) {
+			r.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, 99, protowire.BytesType), make([]byte, federation.MaxMessageBytes)))
+		},
+		"peer not a DNS name":  func(r *federationv1.DropBackReferenceRequest) { r.FromPeer = "US_EAST" },
+		"key with a slash":     func(r *federationv1.DropBackReferenceRequest) { r.IdempotencyKey = "a/b" },
+		"referrer without uid": func(r *federationv1.DropBackReferenceRequest) { r.Referrer.Uid = "" },
+		"target with a uid":    func(r *federationv1.DropBackReferenceRequest) { r.Target.Uid = "x" },
+		"name with a control":  func(r *federationv1.DropBackReferenceRequest) { r.Target.Name = "orders\x1b[2J" },
+	}
+	for name, mutate := range bad {
+		r := good()
+		mutate(r)
+		err := federation.ValidateDrop(r)
+		require.Error(t, err, name)
+		assert.NotContains(t, err.Error(), "\n", name)
+		assert.NotContains(t, err.Error(), "\x1b", "%s: text from a peer is quoted", name)
+	}
+}

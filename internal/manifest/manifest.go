@@ -92,12 +92,42 @@ type OwnerReference struct {
 }
 
 // Reference names a target literally (an omitted namespace is
-// cluster-scoped), with what happens when the target is deleted.
+// cluster-scoped), with what happens when the target is deleted. Peer,
+// when set, names the Lethe server that holds the target
+// (docs/federation.md): such a reference is a forward edge, not part of
+// the resource's own references.
 type Reference struct {
 	Kind           string                 `json:"kind"`
 	Namespace      string                 `json:"namespace,omitempty"`
 	Name           string                 `json:"name"`
+	Peer           string                 `json:"peer,omitempty"`
 	OnTargetDelete catalog.OnTargetDelete `json:"onTargetDelete"`
+}
+
+// PeerReferences are the document's references to resources on peers,
+// as forward edges from the document's resource.
+func (d *Document) PeerReferences() []catalog.PeerReference {
+	var out []catalog.PeerReference
+	for _, ref := range d.References {
+		if ref.Peer != "" {
+			out = append(out, catalog.PeerReference{
+				Referrer: catalog.ObjectRef{Kind: d.Kind, Namespace: d.Metadata.Namespace, Name: d.Metadata.Name},
+				Peer:     ref.Peer, Target: catalog.Key{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name},
+				OnTargetDelete: ref.OnTargetDelete})
+		}
+	}
+	return out
+}
+
+// LocalReferences are the document's references inside this catalog.
+func (d *Document) LocalReferences() []catalog.Reference {
+	var out []catalog.Reference
+	for _, ref := range d.References {
+		if ref.Peer == "" {
+			out = append(out, catalog.Reference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, OnTargetDelete: ref.OnTargetDelete})
+		}
+	}
+	return out
 }
 
 // Key is the catalog key the document names.
@@ -133,9 +163,7 @@ func (d *Document) Resource() *catalog.Resource {
 		Finalizers: slices.Clone(d.Metadata.Finalizers),
 		Spec:       slices.Clone(d.Spec), Status: slices.Clone(d.Status),
 	}
-	for _, ref := range d.References {
-		r.References = append(r.References, catalog.Reference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, OnTargetDelete: ref.OnTargetDelete})
-	}
+	r.References = d.LocalReferences()
 	return r
 }
 
@@ -149,9 +177,7 @@ func (d *Document) TakeResource() *catalog.Resource {
 		Labels: d.Metadata.Labels, Annotations: d.Metadata.Annotations, Finalizers: d.Metadata.Finalizers,
 		Spec: d.Spec, Status: d.Status,
 	}
-	for _, ref := range d.References {
-		r.References = append(r.References, catalog.Reference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, OnTargetDelete: ref.OnTargetDelete})
-	}
+	r.References = d.LocalReferences()
 	d.Metadata.Labels, d.Metadata.Annotations, d.Metadata.Finalizers, d.Spec, d.Status = nil, nil, nil, nil, nil
 	return r
 }
@@ -601,12 +627,13 @@ func (p *parser) owners(l []any) {
 func (p *parser) references(l []any) {
 	for i, x := range l {
 		field := fmt.Sprintf("references[%d]", i)
-		m := p.object(x, field, "kind", "namespace", "name", "onTargetDelete")
+		m := p.object(x, field, "kind", "namespace", "name", "peer", "onTargetDelete")
 		if m == nil {
 			return
 		}
 		r := Reference{Kind: p.str(m, "kind", field, true), Namespace: p.str(m, "namespace", field, false),
-			Name: p.str(m, "name", field, true), OnTargetDelete: catalog.OnTargetDelete(p.str(m, "onTargetDelete", field, true))}
+			Name: p.str(m, "name", field, true), Peer: p.str(m, "peer", field, false),
+			OnTargetDelete: catalog.OnTargetDelete(p.str(m, "onTargetDelete", field, true))}
 		if p.err != nil {
 			return
 		}
@@ -617,6 +644,8 @@ func (p *parser) references(l []any) {
 			p.fail(field+".name", "%s", nameErr(r.Name))
 		case r.Namespace != "" && namespaceErr(r.Namespace) != "":
 			p.fail(field+".namespace", "%s", namespaceErr(r.Namespace))
+		case r.Peer != "" && len(validation.IsDNS1123Subdomain(r.Peer)) > 0:
+			p.fail(field+".peer", "invalid peer name %q: a lower-case DNS name, as in the federation configuration", r.Peer)
 		}
 		switch r.OnTargetDelete {
 		case catalog.RefBlock, catalog.RefUnset, catalog.RefCascade, catalog.RefAllowDangling:
@@ -624,15 +653,22 @@ func (p *parser) references(l []any) {
 			p.fail(field+".onTargetDelete", "invalid policy %q: use block, unset, cascade or allowDangling", r.OnTargetDelete)
 		}
 		for _, prev := range p.d.References {
-			if prev.Kind == r.Kind && prev.Namespace == r.Namespace && prev.Name == r.Name {
-				p.fail(field, "a second reference to %s", catalog.Key{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
+			if prev.Kind == r.Kind && prev.Namespace == r.Namespace && prev.Name == r.Name && prev.Peer == r.Peer {
+				p.fail(field, "a second reference to %s%s", catalog.Key{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}, onPeer(r.Peer))
 			}
 		}
-		if r.Kind == p.d.Kind && r.Namespace == p.d.Metadata.Namespace && r.Name == p.d.Metadata.Name {
+		if r.Peer == "" && r.Kind == p.d.Kind && r.Namespace == p.d.Metadata.Namespace && r.Name == p.d.Metadata.Name {
 			p.fail(field, "a resource cannot reference itself")
 		}
 		p.d.References = append(p.d.References, r)
 	}
+}
+
+func onPeer(peer string) string {
+	if peer == "" {
+		return ""
+	}
+	return " on peer " + peer
 }
 
 // DeletionDelay is the document's lethe.io/deletion-delay, if any.

@@ -128,6 +128,9 @@ func TestParseRefusals(t *testing.T) {
 		{"bad policy", "kind: Database\nmetadata: {name: a}\nreferences: [{kind: Disk, name: d, onTargetDelete: keep}]", `references[0].onTargetDelete: invalid policy "keep"`},
 		{"no policy", "kind: Database\nmetadata: {name: a}\nreferences: [{kind: Disk, name: d}]", `references[0].onTargetDelete: required`},
 		{"self reference", "kind: Database\nmetadata: {name: a}\nreferences: [{kind: Database, name: a, onTargetDelete: block}]", `references[0]: a resource cannot reference itself`},
+		{"bad peer", "kind: App\nmetadata: {name: a}\nreferences: [{kind: Database, name: d, peer: EU_1, onTargetDelete: block}]", `references[0].peer: invalid peer name "EU_1"`},
+		{"peer not a string", "kind: App\nmetadata: {name: a}\nreferences: [{kind: Database, name: d, peer: 1, onTargetDelete: block}]", `references[0].peer: want a string`},
+		{"same peer target twice", "kind: App\nmetadata: {name: a}\nreferences: [{kind: Database, name: d, peer: eu, onTargetDelete: block}, {kind: Database, name: d, peer: eu, onTargetDelete: unset}]", `references[1]: a second reference to Database/d on peer eu`},
 		{"self owner", "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: Database, name: a}]}", `metadata.ownerReferences[0]: owner cycle`},
 		{"owner twice", "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: B, name: b}, {kind: B, name: b}]}", `metadata.ownerReferences[1]: owner B/b appears twice`},
 		{"owner bad name", "kind: Database\nmetadata: {name: a, ownerReferences: [{kind: B, name: B}]}", `metadata.ownerReferences[0].name: invalid name "B"`},
@@ -319,4 +322,25 @@ func TestLetheSetFieldsAreTakenAndListed(t *testing.T) {
 	assert.Empty(t, ds[0].SetByLethe())
 	_, err = parse(t, "kind: Database\nmetadata: {name: a, finalizers: [lethe.io/cascade, lethe.io/cascade]}\n")
 	assert.ErrorContains(t, err, `finalizer "lethe.io/cascade" appears twice`)
+}
+
+// A reference with peer: is a forward edge to another catalog, not one
+// of the resource's own references; the same target locally and on a peer
+// are two references, and a resource may reference its namesake on a peer.
+func TestPeerReferencesAreKeptApartFromLocalOnes(t *testing.T) {
+	docs, err := parse(t, ("kind: App\nmetadata: {name: web, namespace: shop}\nreferences:\n" +
+		"- {kind: Database, namespace: shop, name: orders, onTargetDelete: block}\n" +
+		"- {kind: Database, namespace: shop, name: orders, peer: eu, onTargetDelete: cascade}\n" +
+		"- {kind: App, namespace: shop, name: web, peer: eu, onTargetDelete: allowDangling}\n"))
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	d := docs[0]
+	require.Equal(t, []catalog.Reference{{Kind: "Database", Namespace: "shop", Name: "orders", OnTargetDelete: catalog.RefBlock}}, d.Resource().References)
+	peers := d.PeerReferences()
+	require.Len(t, peers, 2)
+	require.Equal(t, "eu", peers[0].Peer)
+	require.Equal(t, catalog.Key{Kind: "Database", Namespace: "shop", Name: "orders"}, peers[0].Target)
+	require.Equal(t, catalog.RefCascade, peers[0].OnTargetDelete)
+	require.Equal(t, catalog.ObjectRef{Kind: "App", Namespace: "shop", Name: "web"}, peers[0].Referrer)
+	require.Equal(t, catalog.Key{Kind: "App", Namespace: "shop", Name: "web"}, peers[1].Target)
 }

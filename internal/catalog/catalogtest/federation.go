@@ -170,3 +170,130 @@ func testBackReferenceHoldsItsTarget(t *testing.T, newStore NewStoreFunc) {
 	require.NoError(t, err)
 	assert.Len(t, bs, 1)
 }
+
+// deliverAll claims every due peer message and answers it accepted.
+func deliverAll(t *testing.T, f *fixture) []*catalog.PeerMessage {
+	t.Helper()
+	msgs, err := f.s.ClaimPeerMessages(f.ctx, "test", time.Minute, 100)
+	require.NoError(t, err)
+	for _, m := range msgs {
+		require.NoError(t, f.s.AnswerPeerMessage(f.ctx, m.ID, m.Lease, catalog.PeerAnswer{Accepted: true}))
+	}
+	return msgs
+}
+
+func pendingOfType(t *testing.T, f *fixture, typ catalog.PeerMessageType) []*catalog.PeerMessage {
+	t.Helper()
+	msgs, err := f.s.PeerMessages(f.ctx, "")
+	require.NoError(t, err)
+	var out []*catalog.PeerMessage
+	for _, m := range msgs {
+		if m.Type == typ && m.State == catalog.NotificationPending {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func testPurgedReferrerDropsItsPeerEdges(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	add := func(name, peer string) *catalog.PeerReference {
+		f.create(t, res("App", "ns", name, nil))
+		e, err := f.s.AddPeerReference(f.ctx, catalog.PeerReference{Referrer: catalog.ObjectRef{Kind: "App", Namespace: "ns", Name: name},
+			Peer: peer, Target: key("Database", "ns", "orders"), OnTargetDelete: catalog.RefBlock})
+		require.NoError(t, err)
+		return e
+	}
+	// Purge: an acknowledged edge is dropped on its peer.
+	sent := add("sent", "eu")
+	require.Len(t, deliverAll(t, f), 1)
+	_, err := f.s.Delete(f.ctx, key("App", "ns", "sent"), catalog.DeleteOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.s.Purge(f.ctx, key("App", "ns", "sent"), catalog.PurgeOptions{}))
+	drops := pendingOfType(t, f, catalog.PeerMsgDropBackReference)
+	require.Len(t, drops, 1, "the purge queues the drop in its transaction")
+	assert.Equal(t, sent.IdempotencyKey, drops[0].IdempotencyKey)
+	assert.Equal(t, "eu", drops[0].Peer)
+	edges, err := f.s.PeerReferences(f.ctx, "")
+	require.NoError(t, err)
+	assert.Empty(t, edges, "the edge goes with its referrer")
+	assert.Contains(t, auditActions(t, f, sent.Referrer.UID), catalog.AuditPeerReferenceDropped)
+	deliverAll(t, f)
+
+	// The collector's purge does the same; an intent never sent is
+	// cancelled instead (it made no stub), and a refused edge sends nothing.
+	unsent := add("unsent", "eu")
+	refused := add("refused", "asia")
+	msgs, err := f.s.ClaimPeerMessages(f.ctx, "test", time.Minute, 100)
+	require.NoError(t, err)
+	for _, m := range msgs {
+		if m.Peer == "asia" {
+			require.NoError(t, f.s.AnswerPeerMessage(f.ctx, m.ID, m.Lease, catalog.PeerAnswer{Reason: "no such target"}))
+		} else {
+			require.NoError(t, f.s.RetryPeerMessage(f.ctx, m.ID, m.Lease, time.Now().Add(time.Hour), "unreachable"))
+		}
+	}
+	never := add("never", "eu")
+	var items []catalog.CollectItem
+	for _, e := range []*catalog.PeerReference{unsent, refused, never} {
+		r, err := f.s.Get(f.ctx, key("App", "ns", e.Referrer.Name))
+		require.NoError(t, err)
+		items = append(items, catalog.CollectItem{UID: r.UID, ResourceVersion: r.ResourceVersion, Reason: "x"})
+	}
+	purged, err := f.s.CollectBatch(f.ctx, items)
+	require.NoError(t, err)
+	require.Len(t, purged, 3)
+	drops = pendingOfType(t, f, catalog.PeerMsgDropBackReference)
+	require.Len(t, drops, 1, "only the edge whose intent may have reached its peer is dropped there")
+	assert.Equal(t, unsent.IdempotencyKey, drops[0].IdempotencyKey)
+	regs := pendingOfType(t, f, catalog.PeerMsgRegisterBackReference)
+	require.Len(t, regs, 1, "an intent already tried stays (its answer may be on its way); one never sent is cancelled")
+	assert.Equal(t, unsent.IdempotencyKey, regs[0].IdempotencyKey)
+	edges, err = f.s.PeerReferences(f.ctx, "")
+	require.NoError(t, err)
+	assert.Empty(t, edges)
+}
+
+func testDroppedBackReferenceFreesItsTarget(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	db := f.create(t, res("Database", "ns", "orders", nil))
+	stub := catalog.BackReference{Peer: "us", Referrer: catalog.ObjectRef{Kind: "App", Namespace: "ns", Name: "web", UID: "u-1"},
+		Target: db.Key(), OnTargetDelete: catalog.RefBlock, IdempotencyKey: "k1"}
+	_, err := f.s.RegisterBackReference(f.ctx, stub)
+	require.NoError(t, err)
+
+	other := stub
+	other.Peer = "asia"
+	dropped, err := f.s.DropBackReference(f.ctx, other)
+	require.NoError(t, err)
+	assert.False(t, dropped, "a peer drops only its own stubs")
+	wrong := stub
+	wrong.Referrer.UID = "u-2"
+	_, err = f.s.DropBackReference(f.ctx, wrong)
+	require.ErrorIs(t, err, catalog.ErrInvalid)
+	_, err = f.s.Delete(f.ctx, db.Key(), catalog.DeleteOptions{})
+	requireTransition(t, err, catalog.PhaseActive, catalog.PhaseDeleting)
+
+	dropped, err = f.s.DropBackReference(f.ctx, stub)
+	require.NoError(t, err)
+	assert.True(t, dropped)
+	dropped, err = f.s.DropBackReference(f.ctx, stub)
+	require.NoError(t, err)
+	assert.False(t, dropped, "a replay changes nothing")
+	bs, err := f.s.BackReferences(f.ctx, catalog.Key{})
+	require.NoError(t, err)
+	assert.Empty(t, bs)
+	_, err = f.s.Delete(f.ctx, db.Key(), catalog.DeleteOptions{})
+	require.NoError(t, err, "nothing holds it now")
+	es, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{Kind: "Database"})
+	require.NoError(t, err)
+	n := 0
+	for _, e := range es {
+		if e.Action == catalog.AuditBackReferenceDropped {
+			n++
+			assert.Equal(t, catalog.ActorPeerPrefix+"us", e.Actor)
+		}
+	}
+	assert.Equal(t, 1, n)
+	assert.Contains(t, auditActions(t, f, db.UID), catalog.AuditBackReferenceDropped, "filed under the target's UID")
+}

@@ -110,6 +110,8 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("PeerReferenceQueuesItsIntentWithTheEdge", func(t *testing.T) { testPeerReferenceQueuesItsIntentWithTheEdge(t, newStore) })
 	t.Run("PeerAnswerMovesTheEdgeAndOnlyAnAnswerDoes", func(t *testing.T) { testPeerAnswerMovesTheEdgeAndOnlyAnAnswerDoes(t, newStore) })
 	t.Run("BackReferenceHoldsItsTarget", func(t *testing.T) { testBackReferenceHoldsItsTarget(t, newStore) })
+	t.Run("PurgedReferrerDropsItsPeerEdges", func(t *testing.T) { testPurgedReferrerDropsItsPeerEdges(t, newStore) })
+	t.Run("DroppedBackReferenceFreesItsTarget", func(t *testing.T) { testDroppedBackReferenceFreesItsTarget(t, newStore) })
 }
 
 // RunSchemaTooNew checks that a database migrated by a newer binary is

@@ -90,7 +90,10 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 			if err == nil && len(purged) == 0 {
 				return errNoop
 			}
-			return err
+			if err != nil {
+				return err
+			}
+			return s.peerEdgesGone(ctx, q, purged, now)
 		}
 		// Lock the version counter first, as every resource writer does.
 		first, err := nextVersions(ctx, q, len(cands))
@@ -103,6 +106,9 @@ func (s *Store) collectBatch(ctx context.Context, items []catalog.CollectItem) (
 		}
 		if len(purged) == 0 {
 			return errNoop
+		}
+		if err := s.peerEdgesGone(ctx, q, purged, now); err != nil {
+			return err
 		}
 		return q.ExecBatch(ctx, s.b.Notify())
 	})

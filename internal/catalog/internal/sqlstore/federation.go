@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/termtext"
@@ -249,4 +251,117 @@ func (s *Store) heldByPeers(ctx context.Context, q Querier, cur *catalog.Resourc
 	b := bs[0]
 	return transitionErr(cur, to, fmt.Sprintf("referenced from %d resource(s) on other peers (first: %s on peer %s); deletion across peers is not implemented yet",
 		len(bs), termtext.Quote(b.Referrer.String()), termtext.Quote(b.Peer)))
+}
+
+// peerEdgesGone runs in the transaction that purges the resources uids:
+// their forward edges go with them, and each peer that may hold a stub
+// for one (an edge not Refused) is told, through the outbox, to drop it.
+// A registration not yet sent and not in flight is cancelled: it can
+// have made no stub.
+func (s *Store) peerEdgesGone(ctx context.Context, q Querier, uids []string, now time.Time) error {
+	for len(uids) > 0 {
+		n := min(len(uids), 500)
+		chunk := uids[:n]
+		uids = uids[n:]
+		ph := make([]string, len(chunk))
+		args := make([]any, len(chunk))
+		for i, u := range chunk {
+			ph[i], args[i] = fmt.Sprintf("$%d", i+1), u
+		}
+		in := `(` + strings.Join(ph, ", ") + `)`
+		rows, err := q.Query(ctx, `SELECT `+peerRefColumns+` FROM peer_references WHERE referrer_uid IN `+in, args...)
+		if err != nil {
+			return err
+		}
+		var edges []*catalog.PeerReference
+		for rows.Next() {
+			e, err := scanPeerRef(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			edges = append(edges, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(edges) == 0 {
+			continue
+		}
+		stmts := []Stmt{{SQL: `DELETE FROM peer_references WHERE referrer_uid IN ` + in, Args: args}}
+		for _, e := range edges {
+			if e.State == catalog.PeerEdgeRefused {
+				continue // the peer said no: it holds no stub
+			}
+			stmts = append(stmts, Stmt{SQL: `UPDATE peer_messages SET state = $1, available_at = NULL, last_error = $2
+WHERE peer = $3 AND type = $4 AND idempotency_key = $5 AND state = $6 AND holder = '' AND attempts = 0`,
+				Args: []any{string(catalog.NotificationFailed), "cancelled: its referrer was purged before it was sent",
+					e.Peer, string(catalog.PeerMsgRegisterBackReference), e.IdempotencyKey, string(catalog.NotificationPending)}})
+			body, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			stmts = append(stmts,
+				Stmt{SQL: `INSERT INTO peer_messages (peer, type, idempotency_key, epoch, body, state, next_attempt_at, available_at, created_at)
+SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS TEXT), 0, CAST($4 AS TEXT), CAST($5 AS TEXT),
+  CAST($6 AS BIGINT), CAST($6 AS BIGINT), CAST($6 AS BIGINT) WHERE EXISTS (
+  SELECT 1 FROM peer_messages WHERE peer = $1 AND type = $7 AND idempotency_key = $3 AND (state <> $8 OR attempts > 0))
+ON CONFLICT (peer, type, idempotency_key, epoch) DO NOTHING`,
+					Args: []any{e.Peer, string(catalog.PeerMsgDropBackReference), e.IdempotencyKey, string(body),
+						string(catalog.NotificationPending), now.UnixNano(), string(catalog.PeerMsgRegisterBackReference), string(catalog.NotificationFailed)}},
+				auditStmt(catalog.AuditEntry{Time: now, Actor: catalog.ActorFrom(ctx), Action: catalog.AuditPeerReferenceDropped,
+					Kind: e.Referrer.Kind, Namespace: e.Referrer.Namespace, Name: e.Referrer.Name, UID: e.Referrer.UID,
+					FromPhase: catalog.PhaseDeleting, ToPhase: catalog.PhasePurged,
+					Reason: "purged: peer " + e.Peer + " is told to drop its back-reference to " + e.Target.String()}))
+		}
+		if err := q.ExecBatch(ctx, stmts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DropBackReference implements catalog.Store.
+func (s *Store) DropBackReference(ctx context.Context, b catalog.BackReference) (bool, error) {
+	if b.Peer == "" || b.IdempotencyKey == "" || b.Referrer.UID == "" {
+		return false, fmt.Errorf("%w: dropping a back-reference needs its peer, idempotency key and referrer uid", catalog.ErrInvalid)
+	}
+	now := s.clock()
+	dropped := false
+	err := s.writeTx(ctx, func(q Querier) error {
+		old, err := scanBackRef(q.QueryRow(ctx, `SELECT `+backRefColumns+` FROM peer_back_references WHERE peer = $1 AND idempotency_key = $2`+s.d.ForUpdate,
+			b.Peer, b.IdempotencyKey))
+		switch {
+		case errors.Is(err, ErrNoRows):
+			return nil // gone already: a replay
+		case err != nil:
+			return err
+		}
+		if old.Referrer.UID != b.Referrer.UID || old.Target != b.Target {
+			return fmt.Errorf("%w: back-reference %s of peer %s is from %s to %s, not from %s to %s", catalog.ErrInvalid,
+				termtext.Quote(b.IdempotencyKey), termtext.Quote(b.Peer), termtext.Quote(old.Referrer.String()), termtext.Quote(old.Target.String()),
+				termtext.Quote(b.Referrer.String()), termtext.Quote(b.Target.String()))
+		}
+		dropped = true
+		// The target's row lock orders the drop with its lifecycle writes,
+		// and its UID files the audit entry under it.
+		uid, phase := "", catalog.Phase("")
+		if cur, err := s.getOne(ctx, q, old.Target.String(), resourceByKey+s.d.ForUpdate, old.Target.Kind, old.Target.Namespace, old.Target.Name); err == nil {
+			uid, phase = cur.UID, cur.Phase
+		} else if !errors.Is(err, catalog.ErrNotFound) {
+			return err
+		}
+		details, _ := json.Marshal(map[string]any{"peer": old.Peer, "referrer": old.Referrer, "idempotencyKey": old.IdempotencyKey})
+		return q.ExecBatch(ctx, []Stmt{
+			{SQL: `DELETE FROM peer_back_references WHERE peer = $1 AND idempotency_key = $2`, Args: []any{b.Peer, b.IdempotencyKey}},
+			auditStmt(catalog.AuditEntry{Time: now, Actor: catalog.ActorPeerPrefix + old.Peer, Action: catalog.AuditBackReferenceDropped,
+				Kind: old.Target.Kind, Namespace: old.Target.Namespace, Name: old.Target.Name, UID: uid, FromPhase: phase, ToPhase: phase,
+				Reason: "no longer referenced by " + old.Referrer.String() + " on peer " + old.Peer + " (purged there)", Details: details}),
+		})
+	})
+	if err != nil {
+		return false, s.mapErr(err)
+	}
+	return dropped, nil
 }

@@ -226,7 +226,7 @@ ON CONFLICT (uid) DO UPDATE SET purged_at = excluded.purged_at, doc = excluded.d
 		}...), s.b.Notify()...)); err != nil {
 			return err
 		}
-		return nil
+		return s.peerEdgesGone(ctx, q, []string{cur.UID}, now)
 	})
 	return s.mapErr(err)
 }

@@ -6,7 +6,8 @@
 // accepts. Every message is bounded and validated before it is acted on.
 //
 // Implemented so far: RegisterBackReference, the intent → acknowledgement
-// exchange that creates a back-reference stub. PrepareDelete, Blocked,
+// exchange that creates a back-reference stub; DropBackReference, which
+// removes it once its referrer is purged; Ping. PrepareDelete, Blocked,
 // Complete, Abort and the tombstone are designed (docs/federation.md) and
 // not yet part of the service.
 
@@ -296,6 +297,212 @@ func (x *RegisterBackReferenceResponse) GetReason() string {
 	return ""
 }
 
+// DropBackReferenceRequest says that a referrer is gone.
+type DropBackReferenceRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	FromPeer string                 `protobuf:"bytes,1,opt,name=from_peer,json=fromPeer,proto3" json:"from_peer,omitempty"`
+	// idempotency_key is the key the stub was registered with.
+	IdempotencyKey string     `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	Referrer       *ObjectRef `protobuf:"bytes,3,opt,name=referrer,proto3" json:"referrer,omitempty"`
+	Target         *ObjectRef `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DropBackReferenceRequest) Reset() {
+	*x = DropBackReferenceRequest{}
+	mi := &file_lethe_federation_v1_federation_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropBackReferenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropBackReferenceRequest) ProtoMessage() {}
+
+func (x *DropBackReferenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lethe_federation_v1_federation_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropBackReferenceRequest.ProtoReflect.Descriptor instead.
+func (*DropBackReferenceRequest) Descriptor() ([]byte, []int) {
+	return file_lethe_federation_v1_federation_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DropBackReferenceRequest) GetFromPeer() string {
+	if x != nil {
+		return x.FromPeer
+	}
+	return ""
+}
+
+func (x *DropBackReferenceRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *DropBackReferenceRequest) GetReferrer() *ObjectRef {
+	if x != nil {
+		return x.Referrer
+	}
+	return nil
+}
+
+func (x *DropBackReferenceRequest) GetTarget() *ObjectRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+// DropBackReferenceResponse is the answer.
+type DropBackReferenceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dropped: the stub was there and is gone now; false: there was none.
+	Dropped       bool `protobuf:"varint,1,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropBackReferenceResponse) Reset() {
+	*x = DropBackReferenceResponse{}
+	mi := &file_lethe_federation_v1_federation_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropBackReferenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropBackReferenceResponse) ProtoMessage() {}
+
+func (x *DropBackReferenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lethe_federation_v1_federation_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropBackReferenceResponse.ProtoReflect.Descriptor instead.
+func (*DropBackReferenceResponse) Descriptor() ([]byte, []int) {
+	return file_lethe_federation_v1_federation_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DropBackReferenceResponse) GetDropped() bool {
+	if x != nil {
+		return x.Dropped
+	}
+	return false
+}
+
+// PingRequest names the caller.
+type PingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromPeer      string                 `protobuf:"bytes,1,opt,name=from_peer,json=fromPeer,proto3" json:"from_peer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingRequest) Reset() {
+	*x = PingRequest{}
+	mi := &file_lethe_federation_v1_federation_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingRequest) ProtoMessage() {}
+
+func (x *PingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_lethe_federation_v1_federation_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
+func (*PingRequest) Descriptor() ([]byte, []int) {
+	return file_lethe_federation_v1_federation_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PingRequest) GetFromPeer() string {
+	if x != nil {
+		return x.FromPeer
+	}
+	return ""
+}
+
+// PingResponse names the callee.
+type PingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Peer          string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingResponse) Reset() {
+	*x = PingResponse{}
+	mi := &file_lethe_federation_v1_federation_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingResponse) ProtoMessage() {}
+
+func (x *PingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_lethe_federation_v1_federation_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
+func (*PingResponse) Descriptor() ([]byte, []int) {
+	return file_lethe_federation_v1_federation_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PingResponse) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
 var File_lethe_federation_v1_federation_proto protoreflect.FileDescriptor
 
 const file_lethe_federation_v1_federation_proto_rawDesc = "" +
@@ -314,15 +521,28 @@ const file_lethe_federation_v1_federation_proto_rawDesc = "" +
 	"\x10on_target_delete\x18\x05 \x01(\x0e2#.lethe.federation.v1.OnTargetDeleteR\x0eonTargetDelete\"S\n" +
 	"\x1dRegisterBackReferenceResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason*\xad\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xd4\x01\n" +
+	"\x18DropBackReferenceRequest\x12\x1b\n" +
+	"\tfrom_peer\x18\x01 \x01(\tR\bfromPeer\x12'\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12:\n" +
+	"\breferrer\x18\x03 \x01(\v2\x1e.lethe.federation.v1.ObjectRefR\breferrer\x126\n" +
+	"\x06target\x18\x04 \x01(\v2\x1e.lethe.federation.v1.ObjectRefR\x06target\"5\n" +
+	"\x19DropBackReferenceResponse\x12\x18\n" +
+	"\adropped\x18\x01 \x01(\bR\adropped\"*\n" +
+	"\vPingRequest\x12\x1b\n" +
+	"\tfrom_peer\x18\x01 \x01(\tR\bfromPeer\"\"\n" +
+	"\fPingResponse\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer*\xad\x01\n" +
 	"\x0eOnTargetDelete\x12 \n" +
 	"\x1cON_TARGET_DELETE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ON_TARGET_DELETE_BLOCK\x10\x01\x12\x1a\n" +
 	"\x16ON_TARGET_DELETE_UNSET\x10\x02\x12\x1c\n" +
 	"\x18ON_TARGET_DELETE_CASCADE\x10\x03\x12#\n" +
-	"\x1fON_TARGET_DELETE_ALLOW_DANGLING\x10\x042\x8d\x01\n" +
+	"\x1fON_TARGET_DELETE_ALLOW_DANGLING\x10\x042\xce\x02\n" +
 	"\vPeerService\x12~\n" +
-	"\x15RegisterBackReference\x121.lethe.federation.v1.RegisterBackReferenceRequest\x1a2.lethe.federation.v1.RegisterBackReferenceResponseBAZ?github.com/lethehq/lethe/proto/lethe/federation/v1;federationv1b\x06proto3"
+	"\x15RegisterBackReference\x121.lethe.federation.v1.RegisterBackReferenceRequest\x1a2.lethe.federation.v1.RegisterBackReferenceResponse\x12r\n" +
+	"\x11DropBackReference\x12-.lethe.federation.v1.DropBackReferenceRequest\x1a..lethe.federation.v1.DropBackReferenceResponse\x12K\n" +
+	"\x04Ping\x12 .lethe.federation.v1.PingRequest\x1a!.lethe.federation.v1.PingResponseBAZ?github.com/lethehq/lethe/proto/lethe/federation/v1;federationv1b\x06proto3"
 
 var (
 	file_lethe_federation_v1_federation_proto_rawDescOnce sync.Once
@@ -337,24 +557,34 @@ func file_lethe_federation_v1_federation_proto_rawDescGZIP() []byte {
 }
 
 var file_lethe_federation_v1_federation_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_lethe_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_lethe_federation_v1_federation_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_lethe_federation_v1_federation_proto_goTypes = []any{
 	(OnTargetDelete)(0),                   // 0: lethe.federation.v1.OnTargetDelete
 	(*ObjectRef)(nil),                     // 1: lethe.federation.v1.ObjectRef
 	(*RegisterBackReferenceRequest)(nil),  // 2: lethe.federation.v1.RegisterBackReferenceRequest
 	(*RegisterBackReferenceResponse)(nil), // 3: lethe.federation.v1.RegisterBackReferenceResponse
+	(*DropBackReferenceRequest)(nil),      // 4: lethe.federation.v1.DropBackReferenceRequest
+	(*DropBackReferenceResponse)(nil),     // 5: lethe.federation.v1.DropBackReferenceResponse
+	(*PingRequest)(nil),                   // 6: lethe.federation.v1.PingRequest
+	(*PingResponse)(nil),                  // 7: lethe.federation.v1.PingResponse
 }
 var file_lethe_federation_v1_federation_proto_depIdxs = []int32{
 	1, // 0: lethe.federation.v1.RegisterBackReferenceRequest.referrer:type_name -> lethe.federation.v1.ObjectRef
 	1, // 1: lethe.federation.v1.RegisterBackReferenceRequest.target:type_name -> lethe.federation.v1.ObjectRef
 	0, // 2: lethe.federation.v1.RegisterBackReferenceRequest.on_target_delete:type_name -> lethe.federation.v1.OnTargetDelete
-	2, // 3: lethe.federation.v1.PeerService.RegisterBackReference:input_type -> lethe.federation.v1.RegisterBackReferenceRequest
-	3, // 4: lethe.federation.v1.PeerService.RegisterBackReference:output_type -> lethe.federation.v1.RegisterBackReferenceResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	1, // 3: lethe.federation.v1.DropBackReferenceRequest.referrer:type_name -> lethe.federation.v1.ObjectRef
+	1, // 4: lethe.federation.v1.DropBackReferenceRequest.target:type_name -> lethe.federation.v1.ObjectRef
+	2, // 5: lethe.federation.v1.PeerService.RegisterBackReference:input_type -> lethe.federation.v1.RegisterBackReferenceRequest
+	4, // 6: lethe.federation.v1.PeerService.DropBackReference:input_type -> lethe.federation.v1.DropBackReferenceRequest
+	6, // 7: lethe.federation.v1.PeerService.Ping:input_type -> lethe.federation.v1.PingRequest
+	3, // 8: lethe.federation.v1.PeerService.RegisterBackReference:output_type -> lethe.federation.v1.RegisterBackReferenceResponse
+	5, // 9: lethe.federation.v1.PeerService.DropBackReference:output_type -> lethe.federation.v1.DropBackReferenceResponse
+	7, // 10: lethe.federation.v1.PeerService.Ping:output_type -> lethe.federation.v1.PingResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_lethe_federation_v1_federation_proto_init() }
@@ -368,7 +598,7 @@ func file_lethe_federation_v1_federation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lethe_federation_v1_federation_proto_rawDesc), len(file_lethe_federation_v1_federation_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -6,7 +6,8 @@
 // accepts. Every message is bounded and validated before it is acted on.
 //
 // Implemented so far: RegisterBackReference, the intent → acknowledgement
-// exchange that creates a back-reference stub. PrepareDelete, Blocked,
+// exchange that creates a back-reference stub; DropBackReference, which
+// removes it once its referrer is purged; Ping. PrepareDelete, Blocked,
 // Complete, Abort and the tombstone are designed (docs/federation.md) and
 // not yet part of the service.
 
@@ -32,6 +33,8 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	PeerService_RegisterBackReference_FullMethodName = "/lethe.federation.v1.PeerService/RegisterBackReference"
+	PeerService_DropBackReference_FullMethodName     = "/lethe.federation.v1.PeerService/DropBackReference"
+	PeerService_Ping_FullMethodName                  = "/lethe.federation.v1.PeerService/Ping"
 )
 
 // PeerServiceClient is the client API for PeerService service.
@@ -45,6 +48,14 @@ type PeerServiceClient interface {
 	// (from_peer, idempotency_key): a replay gets the same answer and
 	// changes nothing. A transport or authentication error is no answer.
 	RegisterBackReference(ctx context.Context, in *RegisterBackReferenceRequest, opts ...grpc.CallOption) (*RegisterBackReferenceResponse, error)
+	// DropBackReference asks the target's peer to drop the stub that the
+	// calling peer registered with idempotency_key: its referrer is gone.
+	// A peer drops only its own stubs; a stub already gone is an answer
+	// too (dropped is false), so a replay changes nothing.
+	DropBackReference(ctx context.Context, in *DropBackReferenceRequest, opts ...grpc.CallOption) (*DropBackReferenceResponse, error)
+	// Ping answers a peer that this one accepts, with its own name: the
+	// reachability `lethe peer list` shows.
+	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
 }
 
 type peerServiceClient struct {
@@ -65,6 +76,26 @@ func (c *peerServiceClient) RegisterBackReference(ctx context.Context, in *Regis
 	return out, nil
 }
 
+func (c *peerServiceClient) DropBackReference(ctx context.Context, in *DropBackReferenceRequest, opts ...grpc.CallOption) (*DropBackReferenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DropBackReferenceResponse)
+	err := c.cc.Invoke(ctx, PeerService_DropBackReference_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerServiceClient) Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PingResponse)
+	err := c.cc.Invoke(ctx, PeerService_Ping_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServiceServer is the server API for PeerService service.
 // All implementations must embed UnimplementedPeerServiceServer
 // for forward compatibility.
@@ -76,6 +107,14 @@ type PeerServiceServer interface {
 	// (from_peer, idempotency_key): a replay gets the same answer and
 	// changes nothing. A transport or authentication error is no answer.
 	RegisterBackReference(context.Context, *RegisterBackReferenceRequest) (*RegisterBackReferenceResponse, error)
+	// DropBackReference asks the target's peer to drop the stub that the
+	// calling peer registered with idempotency_key: its referrer is gone.
+	// A peer drops only its own stubs; a stub already gone is an answer
+	// too (dropped is false), so a replay changes nothing.
+	DropBackReference(context.Context, *DropBackReferenceRequest) (*DropBackReferenceResponse, error)
+	// Ping answers a peer that this one accepts, with its own name: the
+	// reachability `lethe peer list` shows.
+	Ping(context.Context, *PingRequest) (*PingResponse, error)
 	mustEmbedUnimplementedPeerServiceServer()
 }
 
@@ -88,6 +127,12 @@ type UnimplementedPeerServiceServer struct{}
 
 func (UnimplementedPeerServiceServer) RegisterBackReference(context.Context, *RegisterBackReferenceRequest) (*RegisterBackReferenceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterBackReference not implemented")
+}
+func (UnimplementedPeerServiceServer) DropBackReference(context.Context, *DropBackReferenceRequest) (*DropBackReferenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DropBackReference not implemented")
+}
+func (UnimplementedPeerServiceServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
 }
 func (UnimplementedPeerServiceServer) mustEmbedUnimplementedPeerServiceServer() {}
 func (UnimplementedPeerServiceServer) testEmbeddedByValue()                     {}
@@ -128,6 +173,42 @@ func _PeerService_RegisterBackReference_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PeerService_DropBackReference_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DropBackReferenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).DropBackReference(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_DropBackReference_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).DropBackReference(ctx, req.(*DropBackReferenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PeerService_Ping_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).Ping(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_Ping_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).Ping(ctx, req.(*PingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PeerService_ServiceDesc is the grpc.ServiceDesc for PeerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -138,6 +219,14 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RegisterBackReference",
 			Handler:    _PeerService_RegisterBackReference_Handler,
+		},
+		{
+			MethodName: "DropBackReference",
+			Handler:    _PeerService_DropBackReference_Handler,
+		},
+		{
+			MethodName: "Ping",
+			Handler:    _PeerService_Ping_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
