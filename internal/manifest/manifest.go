@@ -210,9 +210,24 @@ func join(a, b string) string {
 // document, validated, in order. The first invalid document fails the
 // whole load.
 func Load(path string, stdin io.Reader, lim Limits) ([]*Document, error) {
+	var out []*Document
+	if err := loadEach(path, stdin, lim, func(d *Document) error {
+		out = append(out, d)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// loadEach reads path as Load does and hands each validated document to
+// fn as soon as it is built; fn may keep it or let it go. An error (the
+// first invalid document) comes after fn has seen the documents before
+// it.
+func loadEach(path string, stdin io.Reader, lim Limits, fn func(*Document) error) error {
 	srcs, err := Read(path, stdin, lim)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Every source is prescanned before any is parsed: the bound of the
 	// whole input comes first.
@@ -220,27 +235,33 @@ func Load(path string, stdin io.Reader, lim Limits) ([]*Document, error) {
 	for _, src := range srcs {
 		n, err := prescan(src, lim)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if total += n; total > lim.MaxTotalValues {
-			return nil, fmt.Errorf("%s: more than %d values together; apply fewer files at once", sourceName(path), lim.MaxTotalValues)
+			return fmt.Errorf("%s: more than %d values together; apply fewer files at once", sourceName(path), lim.MaxTotalValues)
 		}
 	}
-	var out []*Document
-	for _, src := range srcs {
-		docs, err := Parse(src, lim)
+	count := 0
+	for i, src := range srcs {
+		err := decode(src, lim, func(r raw) error {
+			d, err := FromValue(src.Name, r.index, r.line, "", r.value)
+			if err != nil {
+				return err
+			}
+			if count++; count > lim.MaxDocuments {
+				return fmt.Errorf("%s: more than %d documents", path, lim.MaxDocuments)
+			}
+			return fn(d)
+		})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if len(out)+len(docs) > lim.MaxDocuments {
-			return nil, fmt.Errorf("%s: more than %d documents", path, lim.MaxDocuments)
-		}
-		out = append(out, docs...)
+		srcs[i].Data = nil // parsed: let it go
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no documents", sourceName(path))
+	if count == 0 {
+		return fmt.Errorf("%s: no documents", sourceName(path))
 	}
-	return out, nil
+	return nil
 }
 
 func sourceName(path string) string {
