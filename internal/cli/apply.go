@@ -79,7 +79,7 @@ countdown cancelled, its spec the desired one.`,
 		// One transaction of up to tens of thousands of resources: with
 		// the server's 64 MiB page cache, its pages stayed in memory
 		// until the commit (about 100 MiB of the process for an 8 MiB
-		// file). Beyond 8 MiB they spill to the write-ahead log.
+		// file). Beyond 2 MiB they spill to the write-ahead log.
 		a.sqliteCacheKiB = applyCacheKiB
 		st, err := a.catalog(ctx)
 		if err != nil {
@@ -137,12 +137,11 @@ const applyBarFrom = 100
 
 // applyMemoryLimit is apply's soft memory limit for the Go runtime
 // (cmd/lethe sets 80 MiB for every command) unless GOMEMLIMIT says
-// otherwise. An apply of the largest file (8 MiB, 55,000 documents)
-// holds about 40 MiB while it writes, and SQLite's memory is outside the
-// Go heap: at 80 MiB the heap grew to 66 MiB and the process to 119 MiB;
-// at 56 MiB it stays under 100 MiB, for about a quarter more CPU (see
-// docs/security.md).
-const applyMemoryLimit = 56 << 20
+// otherwise. An apply of the largest file (8 MiB, 55,258 documents)
+// holds about 40 MiB while it writes: at 80 MiB the heap grew to 66 MiB
+// and the process to 119 MiB; at 60 MiB, with applyCacheKiB, it stays
+// near 90 MiB (docs/security.md).
+const applyMemoryLimit = 60 << 20
 
 // lowerMemoryLimit lowers the Go runtime's soft memory limit to limit,
 // unless GOMEMLIMIT is set or the limit is lower already, and returns
@@ -157,8 +156,11 @@ func lowerMemoryLimit(limit int64) func() {
 }
 
 // applyCacheKiB is apply's SQLite writer page cache (see
-// catalog.Config.SQLiteCacheKiB).
-const applyCacheKiB = 8 << 10
+// catalog.Config.SQLiteCacheKiB). SQLite's memory is outside the Go
+// heap and its limit: an 8 MiB cache cost 13 MiB of peak RSS on the
+// largest file, 2 MiB no more CPU (the pages spill to the write-ahead
+// log).
+const applyCacheKiB = 2 << 10
 
 // collectorPruner prunes a bundle member without a delay through the
 // garbage collector (Foreground): the member is queued for the collector,
