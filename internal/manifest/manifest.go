@@ -343,6 +343,9 @@ func (p *parser) object(v any, field string, allowed ...string) map[string]any {
 		p.fail(field, "want a mapping, got %s", typeName(v))
 		return nil
 	}
+	if !anyKey(m, func(k string, _ any) bool { return !slices.Contains(allowed, k) }) {
+		return m
+	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(allowed, k) {
 			hint := ""
@@ -383,6 +386,12 @@ func (p *parser) strMap(m map[string]any, key, field string) map[string]string {
 		return nil
 	}
 	out := make(map[string]string, len(mm))
+	if !anyKey(mm, func(_ string, v any) bool { _, ok := v.(string); return !ok }) {
+		for k, v := range mm {
+			out[k] = v.(string)
+		}
+		return out
+	}
 	for _, k := range slices.Sorted(maps.Keys(mm)) {
 		s, ok := mm[k].(string)
 		if !ok {
@@ -392,6 +401,19 @@ func (p *parser) strMap(m map[string]any, key, field string) map[string]string {
 		out[k] = s
 	}
 	return out
+}
+
+// anyKey reports whether bad holds for any entry of m. The checks of a
+// mapping go through its keys in order, for the first error to be the
+// same every time, only when one fails: a valid document sorts nothing
+// (an 8 MiB file is 55,000 documents of several mappings each).
+func anyKey[V any](m map[string]V, bad func(k string, v V) bool) bool {
+	for k, v := range m {
+		if bad(k, v) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *parser) list(m map[string]any, key, field string) []any {
@@ -521,11 +543,15 @@ func (p *parser) metadata(v any) {
 		}
 	}
 	md.Labels = p.strMap(m, "labels", f)
-	for _, k := range slices.Sorted(maps.Keys(md.Labels)) {
-		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			p.fail(fmt.Sprintf("%s.labels[%q]", f, k), "invalid label key: use an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
-		} else if errs := validation.IsValidLabelValue(md.Labels[k]); len(errs) > 0 {
-			p.fail(fmt.Sprintf("%s.labels[%q]", f, k), "invalid label value %q: empty, or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", md.Labels[k])
+	if anyKey(md.Labels, func(k, v string) bool {
+		return len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0
+	}) {
+		for _, k := range slices.Sorted(maps.Keys(md.Labels)) {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				p.fail(fmt.Sprintf("%s.labels[%q]", f, k), "invalid label key: use an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
+			} else if errs := validation.IsValidLabelValue(md.Labels[k]); len(errs) > 0 {
+				p.fail(fmt.Sprintf("%s.labels[%q]", f, k), "invalid label value %q: empty, or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", md.Labels[k])
+			}
 		}
 	}
 	md.Annotations = p.strMap(m, "annotations", f)
