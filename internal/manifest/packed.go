@@ -57,9 +57,9 @@ func (p *Packed) Add(d *Document) int {
 	}
 	w := packWriter{b: p.scratch[:0]}
 	w.str(d.Kind) // first: OfKind reads only the kind
-	w.uint(uint64(src))
-	w.uint(uint64(d.Index))
-	w.uint(uint64(d.Line))
+	w.int(src)
+	w.int(d.Index)
+	w.int(d.Line)
 	w.str(d.Field)
 	w.str(d.Container)
 	md := &d.Metadata
@@ -98,7 +98,7 @@ func (p *Packed) Add(d *Document) int {
 		n++
 	}
 	pos := (n-1)<<32 | len(p.blocks[n-1])
-	blk := binary.AppendUvarint(p.blocks[n-1], uint64(len(w.b)))
+	blk := binary.AppendVarint(p.blocks[n-1], int64(len(w.b)))
 	p.blocks[n-1] = append(blk, w.b...)
 	p.n++
 	return pos
@@ -165,15 +165,16 @@ func (p *Packed) OfKind(kind string) []*Document {
 
 // next splits the first packed document off b.
 func next(b []byte) (rec, rest []byte) {
-	n, k := binary.Uvarint(b)
-	return b[k : k+int(n)], b[k+int(n):]
+	v, k := binary.Varint(b)
+	n := int(v)
+	return b[k : k+n], b[k+n:]
 }
 
 type packWriter struct{ b []byte }
 
-func (w *packWriter) uint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+func (w *packWriter) int(v int) { w.b = binary.AppendVarint(w.b, int64(v)) }
 func (w *packWriter) str(s string) {
-	w.uint(uint64(len(s)))
+	w.int(len(s))
 	w.b = append(w.b, s...)
 }
 
@@ -189,9 +190,9 @@ func (w *packWriter) bool(v bool) {
 // empty unpack as they were packed.
 func (w *packWriter) count(n int, isNil bool) {
 	if isNil {
-		w.uint(0)
+		w.int(0)
 	} else {
-		w.uint(uint64(n) + 1)
+		w.int(n + 1)
 	}
 }
 
@@ -224,14 +225,14 @@ type packReader struct {
 	in interner
 }
 
-func (r *packReader) uint() uint64 {
-	v, n := binary.Uvarint(r.b)
+func (r *packReader) int() int {
+	v, n := binary.Varint(r.b)
 	r.b = r.b[n:]
-	return v
+	return int(v)
 }
 
 func (r *packReader) raw() []byte {
-	n := r.uint()
+	n := r.int()
 	s := r.b[:n]
 	r.b = r.b[n:]
 	return s
@@ -260,11 +261,11 @@ func (r *packReader) str() string {
 func (r *packReader) own() string { return string(r.raw()) }
 
 func (r *packReader) count() (int, bool) {
-	n := r.uint()
+	n := r.int()
 	if n == 0 {
 		return 0, true
 	}
-	return int(n - 1), false
+	return n - 1, false
 }
 
 func (r *packReader) strMap() map[string]string {
@@ -293,9 +294,9 @@ func (r *packReader) bytes() json.RawMessage {
 
 func (r *packReader) document(sources []string) *Document {
 	d := &Document{Kind: r.str()}
-	d.Source = sources[r.uint()]
-	d.Index = int(r.uint())
-	d.Line = int(r.uint())
+	d.Source = sources[r.int()]
+	d.Index = r.int()
+	d.Line = r.int()
 	d.Field = r.str()
 	d.Container = r.str()
 	md := &d.Metadata
