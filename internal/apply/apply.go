@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"time"
 
@@ -209,6 +210,10 @@ type Options struct {
 	// An apply of an 8 MiB file holds one copy instead of two, and not
 	// all of the input at once.
 	TakeDocuments bool
+
+	// chunkTaken, in tests, is told after each document the engine takes
+	// how many it has taken since it last planned a chunk.
+	chunkTaken func(n int)
 }
 
 // RefusedError is an apply refused while planning: nothing was written.
@@ -237,11 +242,33 @@ func (e *ConflictError) Unwrap() error { return e.Err }
 
 // Apply applies docs (in order; a bundle's members follow it).
 func (e *Engine) Apply(ctx context.Context, docs []*manifest.Document, opts Options) (*Result, error) {
-	p, err := e.plan(ctx, docs, opts)
+	return e.apply(ctx, len(docs), func(yield func(*manifest.Document) bool) {
+		for i, d := range docs {
+			if opts.TakeDocuments {
+				docs[i] = nil // the plan holds it until it is planned
+			}
+			if !yield(d) {
+				return
+			}
+		}
+	}, opts)
+}
+
+// ApplyPacked applies the documents of docs, as Apply does. They are
+// unpacked a chunk at a time as the plan takes them, and each is let go
+// once planned: the apply of tens of thousands of documents never holds
+// them all (Options.TakeDocuments is implied). docs is empty afterwards.
+func (e *Engine) ApplyPacked(ctx context.Context, docs *manifest.Packed, opts Options) (*Result, error) {
+	opts.TakeDocuments = true
+	return e.apply(ctx, docs.Len(), docs.Drain(), opts)
+}
+
+func (e *Engine) apply(ctx context.Context, n int, docs iter.Seq[*manifest.Document], opts Options) (*Result, error) {
+	p, err := e.plan(ctx, n, docs, opts)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{DryRun: opts.DryRun}
+	res := &Result{DryRun: opts.DryRun, Changes: make([]*Change, 0, len(p.items)+len(p.prunes))}
 	for _, it := range p.items {
 		res.Changes = append(res.Changes, it.change)
 	}
@@ -252,6 +279,7 @@ func (e *Engine) Apply(ctx context.Context, docs []*manifest.Document, opts Opti
 	if opts.DryRun {
 		return res, nil
 	}
+	p.byKey = nil // planned: the write does not look keys up (a few MiB)
 	if err := e.write(ctx, p); err != nil {
 		return nil, err
 	}

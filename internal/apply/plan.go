@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
+	"reflect"
 	"slices"
 	"time"
 
@@ -55,6 +57,9 @@ type item struct {
 	// not hold as the document gives it.
 	asStored bool
 	letheErr error
+	// pos is 1 + the position in plan.packed of a create's desired
+	// state (packed: desired is nil, edges stand for it), 0 otherwise.
+	pos int
 }
 
 // readChunk is how many documents' stored resources the plan reads and
@@ -71,9 +76,15 @@ type plan struct {
 	adoptions []*item
 	// take: Options.TakeDocuments; dry: Options.DryRun.
 	take, dry bool
+	// packed holds the desired state of the planned creates until the
+	// write (see pack).
+	packed manifest.Packed
 }
 
-func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Options) (*plan, error) {
+// plan plans the n documents of docs, taking them in order a chunk at a
+// time (see chunkTaken): at most readChunk documents are taken and not
+// yet planned at once, with those held back.
+func (e *Engine) plan(ctx context.Context, n int, docs iter.Seq[*manifest.Document], opts Options) (*plan, error) {
 	p := &plan{byKey: map[catalog.Key]*item{}, settled: map[*Change]bool{}, take: opts.TakeDocuments, dry: opts.DryRun}
 	add := func(it *item) error {
 		k := it.doc.Key()
@@ -98,24 +109,39 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 	// an owner or a target that is not planned yet (later in the input, or
 	// only in the catalog): planned then, it is planned as if in order.
 	var bundles, held []*item
-	members := 0
-	for start := 0; start < len(docs); start += readChunk {
-		first := len(p.items)
-		for i := start; i < min(start+readChunk, len(docs)); i++ {
-			d := docs[i]
-			if why := reservedKind(d.Kind); why != "" && !keptKind(d.Kind) {
-				return nil, refuse(d.Errorf("kind", "%s", why))
-			}
-			it := &item{doc: d}
-			if err := add(it); err != nil {
-				return nil, err
-			}
-			if p.take {
-				docs[i] = nil // the item holds it until it is planned
-			}
-			if d.Kind != manifest.KindBundle {
+	members, taken, first := 0, 0, 0
+	flush := func() error {
+		if opts.Progress != nil {
+			opts.Progress(first, n+members)
+		}
+		chunk := p.items[first:]
+		if err := e.read(ctx, chunk); err != nil {
+			return err
+		}
+		for _, it := range chunk {
+			if !p.ready(it) {
+				held = append(held, it)
 				continue
 			}
+			if err := e.planOne(ctx, p, it); err != nil {
+				return err
+			}
+		}
+		first, taken = len(p.items), 0
+		return nil
+	}
+	for d := range docs {
+		if why := reservedKind(d.Kind); why != "" && !keptKind(d.Kind) {
+			return nil, refuse(d.Errorf("kind", "%s", why))
+		}
+		it := &item{doc: d}
+		if err := add(it); err != nil {
+			return nil, err
+		}
+		if opts.chunkTaken != nil {
+			opts.chunkTaken(taken + 1)
+		}
+		if d.Kind == manifest.KindBundle {
 			b, err := manifest.ParseBundle(d)
 			if err != nil {
 				return nil, refuse(err)
@@ -131,21 +157,15 @@ func (e *Engine) plan(ctx context.Context, docs []*manifest.Document, opts Optio
 				members++
 			}
 		}
-		if opts.Progress != nil {
-			opts.Progress(first, len(docs)+members)
-		}
-		chunk := p.items[first:]
-		if err := e.read(ctx, chunk); err != nil {
-			return nil, err
-		}
-		for _, it := range chunk {
-			if !p.ready(it) {
-				held = append(held, it)
-				continue
-			}
-			if err := e.planOne(ctx, p, it); err != nil {
+		if taken++; taken == readChunk {
+			if err := flush(); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if taken > 0 {
+		if err := flush(); err != nil {
+			return nil, err
 		}
 	}
 	if opts.Progress != nil {
@@ -232,10 +252,73 @@ func (e *Engine) planOne(ctx context.Context, p *plan, it *item) error {
 	if p.dry {
 		// Nothing is written: the cycle check needs only the edges.
 		it.edges, it.desired = edgesOf(it.desired), nil
-	} else {
+	} else if !p.pack(it) {
 		it.fold()
 	}
 	return nil
+}
+
+// pack packs the desired state of a planned create into p.packed, where
+// the write unpacks it (resource): the desired state of tens of
+// thousands of creates, with their labels, spec and status, is about
+// 7 MiB of bytes that the garbage collector does not scan, instead of
+// 30 MiB of resources that it scans on every cycle of the write. Only a
+// create is packed, and only when it holds nothing but what a document
+// gives and its owners (not the case of an update: its stored
+// conditions and status).
+func (p *plan) pack(it *item) bool {
+	r := it.desired
+	if r == nil || it.cur != nil || it.change.Action != Created || r.UID != it.change.UID {
+		return false
+	}
+	rest := *r
+	rest.Kind, rest.Namespace, rest.Name, rest.UID = "", "", "", ""
+	rest.Labels, rest.Annotations, rest.Finalizers = nil, nil, nil
+	rest.Owners, rest.References, rest.Spec, rest.Status = nil, nil, nil, nil
+	if !reflect.ValueOf(rest).IsZero() {
+		return false
+	}
+	d := &manifest.Document{Kind: r.Kind, Spec: r.Spec, Status: r.Status, Metadata: manifest.Metadata{
+		Name: r.Name, Namespace: r.Namespace, Labels: r.Labels, Annotations: r.Annotations, Finalizers: r.Finalizers}}
+	if r.Owners != nil {
+		d.Metadata.OwnerReferences = make([]manifest.OwnerReference, len(r.Owners))
+		for i, o := range r.Owners {
+			d.Metadata.OwnerReferences[i] = manifest.OwnerReference{Kind: o.Kind, Name: o.Name, UID: o.UID, BlockOwnerDeletion: o.BlockOwnerDeletion}
+		}
+	}
+	if r.References != nil {
+		d.References = make([]manifest.Reference, len(r.References))
+		for i, ref := range r.References {
+			if ref.UID != "" {
+				return false
+			}
+			d.References[i] = manifest.Reference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, OnTargetDelete: ref.OnTargetDelete}
+		}
+	}
+	it.pos = p.packed.Add(d) + 1
+	it.edges, it.desired = edgesOf(r), nil
+	return true
+}
+
+// unpack is the desired state pack packed.
+func (p *plan) unpack(it *item) *catalog.Resource {
+	d := p.packed.At(it.pos - 1)
+	md := &d.Metadata
+	r := &catalog.Resource{Kind: d.Kind, Namespace: md.Namespace, Name: md.Name, UID: it.change.UID,
+		Labels: md.Labels, Annotations: md.Annotations, Finalizers: md.Finalizers, Spec: d.Spec, Status: d.Status}
+	if md.OwnerReferences != nil {
+		r.Owners = make([]catalog.OwnerRef, len(md.OwnerReferences))
+		for i, o := range md.OwnerReferences {
+			r.Owners[i] = catalog.OwnerRef{Kind: o.Kind, Name: o.Name, UID: o.UID, BlockOwnerDeletion: o.BlockOwnerDeletion}
+		}
+	}
+	if d.References != nil {
+		r.References = make([]catalog.Reference, len(d.References))
+		for i, ref := range d.References {
+			r.References[i] = catalog.Reference{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, OnTargetDelete: ref.OnTargetDelete}
+		}
+	}
+	return r
 }
 
 func (it *item) where() string { return it.document().Where() }
@@ -582,9 +665,12 @@ func (it *item) fold() {
 	it.annotations, it.desired.Annotations = flat(it.desired.Annotations), nil
 }
 
-// resource is the desired resource, whole: a copy of desired with its
-// labels and annotations unfolded.
-func (it *item) resource() *catalog.Resource {
+// resource is the desired resource, whole: unpacked (see pack), or a
+// copy of desired with its labels and annotations unfolded.
+func (p *plan) resource(it *item) *catalog.Resource {
+	if it.pos != 0 {
+		return p.unpack(it)
+	}
 	r := *it.desired
 	if it.labels != nil {
 		r.Labels = unflat(it.labels)

@@ -72,7 +72,7 @@ func (e *Engine) write(ctx context.Context, p *plan) error {
 		for _, d := range it.deps {
 			visit(d)
 		}
-		if it.desired != nil && it.change.Action != Adopted {
+		if (it.desired != nil || it.pos != 0) && it.change.Action != Adopted {
 			order = append(order, it)
 		}
 	}
@@ -83,7 +83,7 @@ func (e *Engine) write(ctx context.Context, p *plan) error {
 		return nil
 	}
 	err := e.st.WriteEach(ctx, len(order), func(i int) (catalog.Write, error) {
-		return catalog.Write{Create: order[i].cur == nil, Resource: order[i].resource()}, nil
+		return catalog.Write{Create: order[i].cur == nil, Resource: p.resource(order[i])}, nil
 	}, func(i int, r *catalog.Resource) {
 		ch := order[i].change
 		ch.UID, ch.ResourceVersion, ch.Phase = r.UID, r.ResourceVersion, r.Phase
@@ -96,8 +96,8 @@ func (e *Engine) write(ctx context.Context, p *plan) error {
 	if err != nil {
 		var k catalog.Key
 		for _, it := range order {
-			if strings.Contains(err.Error(), it.desired.Key().String()) {
-				k = it.desired.Key()
+			if strings.Contains(err.Error(), it.key().String()) {
+				k = it.key()
 				break
 			}
 		}
@@ -124,7 +124,7 @@ func (e *Engine) adopt(ctx context.Context, p *plan) error {
 		if err != nil {
 			return fmt.Errorf("adopting %s: %w (the resources before it were applied; apply again to finish)", k, err)
 		}
-		want := it.resource()
+		want := p.resource(it)
 		want.ResourceVersion = r.ResourceVersion
 		if !same(r, want) {
 			if r, err = e.st.Update(ctx, want); err != nil {

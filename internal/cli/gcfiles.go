@@ -268,14 +268,8 @@ func refusedInside(err error, set map[catalog.Key]bool) bool {
 // loadManifests reads the documents of every -f FILE|DIR|- in order; stdin
 // may be named once.
 func (a *app) loadManifests(files []string) ([]*manifest.Document, error) {
-	stdin := 0
-	for _, f := range files {
-		if f == "-" {
-			stdin++
-		}
-	}
-	if stdin > 1 {
-		return nil, usageError{errors.New("-f - (stdin) may be given once")}
+	if err := stdinOnce(files); err != nil {
+		return nil, err
 	}
 	var docs []*manifest.Document
 	for _, f := range files {
@@ -286,4 +280,32 @@ func (a *app) loadManifests(files []string) ([]*manifest.Document, error) {
 		docs = append(docs, ds...)
 	}
 	return docs, nil
+}
+
+// loadPacked is loadManifests, packed (manifest.Packed): what apply reads.
+func (a *app) loadPacked(files []string) (*manifest.Packed, error) {
+	if err := stdinOnce(files); err != nil {
+		return nil, err
+	}
+	docs := &manifest.Packed{}
+	for _, f := range files {
+		if err := docs.Load(f, a.s.In, manifest.DefaultLimits); err != nil {
+			return nil, err
+		}
+	}
+	return docs, nil
+}
+
+// stdinOnce refuses "-" (stdin) named more than once.
+func stdinOnce(files []string) error {
+	stdin := 0
+	for _, f := range files {
+		if f == "-" {
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		return usageError{errors.New("-f - (stdin) may be given once")}
+	}
+	return nil
 }

@@ -1,0 +1,8 @@
+package apply
+
+// WithChunkTaken sets Options.chunkTaken: f is told, after each document
+// the engine takes, how many it has taken since it last planned a chunk.
+func WithChunkTaken(o *Options, f func(n int)) { o.chunkTaken = f }
+
+// ReadChunk is readChunk.
+const ReadChunk = readChunk
