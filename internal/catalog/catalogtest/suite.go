@@ -109,6 +109,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("PeerReferenceQueuesItsIntentWithTheEdge", func(t *testing.T) { testPeerReferenceQueuesItsIntentWithTheEdge(t, newStore) })
 	t.Run("PeerAnswerMovesTheEdgeAndOnlyAnAnswerDoes", func(t *testing.T) { testPeerAnswerMovesTheEdgeAndOnlyAnAnswerDoes(t, newStore) })
 	t.Run("BackReferenceHoldsItsTarget", func(t *testing.T) { testBackReferenceHoldsItsTarget(t, newStore) })
+	t.Run("Tokens", func(t *testing.T) { testTokens(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {
