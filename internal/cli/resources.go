@@ -12,6 +12,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 func newGetCmd(a *app) *cobra.Command {
@@ -237,14 +238,7 @@ func (a *app) printResources(ctx context.Context, format, kind string, items []*
 
 // resourceObject is r's object, as get prints it.
 func (a *app) resourceObject(ctx context.Context, r *catalog.Resource) (object, error) {
-	if r.Kind == backup.Kind {
-		v, err := a.backupView(ctx, r, true)
-		if err != nil {
-			return nil, err
-		}
-		return toObject(r.Kind, v.Object())
-	}
-	return toObject(r.Kind, newResourceView(r))
+	return view.ObjectOf(ctx, a.store, r, true)
 }
 
 // listAll reads every page of a listing.

@@ -18,10 +18,14 @@ type (
 	keyView             = view.Key
 	auditView           = view.AuditEntry
 	auditResource       = view.AuditResource
+	retryItemView       = view.RetryItem
 )
 
 // AuditEntryKind is the kind of an audit entry's JSON.
-const AuditEntryKind = view.AuditEntryKind
+const (
+	AuditEntryKind = view.AuditEntryKind
+	kindRetryItem  = view.RetryItemKind
+)
 
 var (
 	toObject        = view.ToObject
@@ -30,4 +34,6 @@ var (
 	newResourceView = view.NewResource
 	backupObjects   = view.BackupObjects
 	auditViews      = view.AuditEntries
+	retryItem       = view.NewRetryItem
+	retryItems      = view.RetryItems
 )

@@ -238,3 +238,17 @@ func RetrySummaryOf(ctx context.Context, st BackupReader, uid string) (*RetrySum
 	}
 	return s, nil
 }
+
+// ObjectOf is r's object as get prints it: a backup's (with its
+// deletion's progress, and with withRows its unsettled items), or the
+// resource view of any other kind.
+func ObjectOf(ctx context.Context, st BackupReader, r *catalog.Resource, withRows bool) (Object, error) {
+	if r.Kind == backup.Kind {
+		v, err := NewBackup(ctx, st, r, withRows)
+		if err != nil {
+			return nil, err
+		}
+		return ToObject(r.Kind, v.Object())
+	}
+	return ToObject(r.Kind, NewResource(r))
+}
