@@ -19,12 +19,16 @@ type (
 	auditView           = view.AuditEntry
 	auditResource       = view.AuditResource
 	retryItemView       = view.RetryItem
+	reportView          = view.DeletionReport
+	planView            = view.DeletionPlan
 )
 
 // AuditEntryKind is the kind of an audit entry's JSON.
 const (
-	AuditEntryKind = view.AuditEntryKind
-	kindRetryItem  = view.RetryItemKind
+	AuditEntryKind     = view.AuditEntryKind
+	kindRetryItem      = view.RetryItemKind
+	kindDeletionReport = view.DeletionReportKind
+	kindDeletionPlan   = view.DeletionPlanKind
 )
 
 var (
@@ -36,4 +40,5 @@ var (
 	auditViews      = view.AuditEntries
 	retryItem       = view.NewRetryItem
 	retryItems      = view.RetryItems
+	newReportView   = view.NewDeletionReport
 )
