@@ -307,7 +307,6 @@ func newRetryListCmd(a *app) *cobra.Command {
 	return c
 }
 
-
 func nextText(r *catalog.RetryRow, now time.Time) string {
 	switch {
 	case r.State == catalog.RetryDiscarded:
