@@ -169,3 +169,18 @@ func (h *Handler) getWhoami(w http.ResponseWriter, r *http.Request) error {
 	p := principalFrom(r.Context())
 	return writeJSON(w, http.StatusOK, Whoami{Name: p.token.Name, Role: p.token.Role, Session: p.session != nil})
 }
+
+// RouteInfo names one endpoint of the API.
+type RouteInfo struct {
+	Method, Pattern string
+}
+
+// Routes lists the API's endpoints (the OpenAPI test checks that each
+// is documented).
+func Routes() []RouteInfo {
+	var out []RouteInfo
+	for _, rt := range (&Handler{}).routes() {
+		out = append(out, RouteInfo{Method: rt.method, Pattern: rt.pattern})
+	}
+	return out
+}

@@ -49,6 +49,7 @@ func (c apiClient) do(method, path, secret string, headers ...string) apiResp {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(c.t, err)
+	checkOpenAPI(c.t, req, resp.StatusCode, resp.Header, b)
 	return apiResp{code: resp.StatusCode, header: resp.Header, body: string(b)}
 }
 
