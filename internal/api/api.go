@@ -10,9 +10,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/lethehq/lethe/internal/blobstore"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
+	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/retry"
+	"github.com/lethehq/lethe/internal/storageloc"
 )
 
 // Config is what the API serves from.
@@ -32,6 +35,12 @@ type Config struct {
 	Retry *retry.Queue
 	// TLS: the address serves TLS, so the console's cookie is Secure.
 	TLS bool
+	// Plugins lists the plugins the server loaded (nil: none).
+	Plugins func() []pluginhost.Info
+	// Locations opens the declared storage locations, LocationSet (nil:
+	// /api/v1/locations lists none).
+	Locations   *blobstore.Locations
+	LocationSet storageloc.Set
 }
 
 // Handler serves /api/v1/... (and, later, the console). Mount it on the
@@ -92,6 +101,9 @@ func (h *Handler) routes() []route {
 		{"GET", "/api/v1/resources", h.listResources},
 		{"GET", "/api/v1/resources/{kind}/{name}", h.getResource},
 		{"POST", "/api/v1/resources/{kind}/{name}/undelete", h.undelete},
+		{"GET", "/api/v1/resources/{kind}/{name}/explain", h.explain},
+		{"GET", "/api/v1/plugins", h.listPlugins},
+		{"GET", "/api/v1/locations", h.listLocations},
 		{"GET", "/api/v1/audit", h.listAudit},
 		{"GET", "/api/v1/retries", h.listRetries},
 		{"POST", "/api/v1/retries/{id}/retry", h.retryNow},

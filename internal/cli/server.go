@@ -176,7 +176,8 @@ lease is handed over); a second one aborts.`,
 					return err
 				}
 				if apiHandler, err = api.New(&api.Config{Store: a.store, Logger: a.log.Named("api"), Deleter: del, Retry: q,
-					DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins, TLS: apiListen.CertFile != ""}); err != nil {
+					DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins, TLS: apiListen.CertFile != "",
+					Plugins: a.host.Plugins, Locations: a.locations, LocationSet: a.g.locs.set}); err != nil {
 					return err
 				}
 			}

@@ -21,6 +21,7 @@ type (
 	retryItemView       = view.RetryItem
 	reportView          = view.DeletionReport
 	planView            = view.DeletionPlan
+	locationView        = view.Location
 )
 
 // AuditEntryKind is the kind of an audit entry's JSON.
@@ -29,6 +30,8 @@ const (
 	kindRetryItem      = view.RetryItemKind
 	kindDeletionReport = view.DeletionReportKind
 	kindDeletionPlan   = view.DeletionPlanKind
+	kindLocationStatus = view.LocationStatusKind
+	kindExplanation    = view.ExplanationKind
 )
 
 var (

@@ -8,7 +8,6 @@ import (
 const (
 	kindDeletionResult = "DeletionResult"
 	kindCascadePlan    = "CascadePlan"
-	kindExplanation    = "Explanation"
 )
 
 // deletionResultView is what delete KIND NAME did: scheduled, requested,

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,6 +35,39 @@ func TestAPIWrites(t *testing.T) {
 		op := createToken(t, e, "op", "operator")
 		viewer := createToken(t, e, "dash", "viewer")
 		c := startAPI(t, e, "--retry-backoff", "1h")
+
+		// Explain, plugins and locations: the CLI's objects.
+		// (The server's collector may move the backup on between the two
+		// reads: they must agree once it settles.)
+		var cliX, apiX string
+		for try := 0; try < 50; try++ {
+			xr := c.do("GET", "/api/v1/resources/Backup/stuck/explain", viewer)
+			require.Equal(t, http.StatusOK, xr.code, xr.body)
+			cliX, apiX = e.ok("explain", "backup", "stuck", "-o", "json").stdout, xr.body
+			if jsonEqual(cliX, apiX) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		assert.JSONEq(t, cliX, apiX)
+		requireProblem(t, c.do("GET", "/api/v1/resources/Backup/nope/explain", viewer), http.StatusNotFound, "")
+		pl := c.do("GET", "/api/v1/plugins", viewer)
+		require.Equal(t, http.StatusOK, pl.code, pl.body)
+		assert.JSONEq(t, e.ok("plugin", "list", "-o", "json").stdout, pl.body)
+		var locs struct {
+			Kind  string
+			Items []struct {
+				Kind, Name, Phase string
+				Backups           int
+			}
+		}
+		c.do("GET", "/api/v1/locations", viewer).json(t, &locs)
+		assert.Equal(t, "LocationStatusList", locs.Kind)
+		require.Len(t, locs.Items, 1)
+		assert.Equal(t, "LocationStatus", locs.Items[0].Kind)
+		assert.Equal(t, "default", locs.Items[0].Name)
+		assert.Equal(t, "Available", locs.Items[0].Phase)
+		assert.Equal(t, 2, locs.Items[0].Backups)
 
 		// The queue, as retry list -o json prints it.
 		lr := c.do("GET", "/api/v1/retries", viewer)
@@ -103,4 +139,10 @@ func TestAPIWrites(t *testing.T) {
 		out := e.ok("audit", "--kind", "Backup", "--name", "stuck").stdout
 		assert.Contains(t, out, "token:op")
 	})
+}
+
+// jsonEqual reports whether a and b hold the same JSON value.
+func jsonEqual(a, b string) bool {
+	var x, y any
+	return json.Unmarshal([]byte(a), &x) == nil && json.Unmarshal([]byte(b), &y) == nil && reflect.DeepEqual(x, y)
 }

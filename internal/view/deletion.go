@@ -70,3 +70,6 @@ type DeletionPlan struct {
 	// referrers (the garbage collector's plan), when it has any.
 	Cascade *gc.Plan `json:"cascade,omitempty"`
 }
+
+// ExplanationKind is the kind of lethe explain -o json (a gc.Explanation).
+const ExplanationKind = "Explanation"
