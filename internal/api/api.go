@@ -73,6 +73,14 @@ func New(cfg *Config) (*Handler, error) {
 	for _, rt := range h.routes() {
 		h.mux.HandleFunc(rt.method+" "+rt.pattern, h.wrap(rt))
 	}
+	for _, rt := range h.consoleRoutes() {
+		h.mux.HandleFunc(rt.method+" "+rt.pattern, h.page(rt))
+	}
+	// The login is the one path served without a token (besides the
+	// server's /healthz and /readyz): it is how a browser gets a session,
+	// with the one-time secret of lethe console url.
+	h.mux.HandleFunc("GET "+LoginPath, h.login)
+	h.mux.HandleFunc("GET /assets/style.css", h.wrap(route{"GET", "/assets/style.css", h.serveAsset}))
 	// Anything else: authenticated first (an unknown path tells nothing
 	// to a caller without a token), then 404.
 	h.mux.HandleFunc("/", h.wrap(route{fn: func(_ http.ResponseWriter, r *http.Request) error {

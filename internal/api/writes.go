@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -30,28 +31,31 @@ func dryRunParam(r *http.Request) (bool, error) {
 // does (a backup through deletion.Undelete, which also clears an expired
 // TTL), audited in the token's name; it answers the resource's object.
 func (h *Handler) undelete(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	k := keyOf(r)
-	res, err := backup.Get(ctx, h.cfg.Store, k)
+	res, err := h.undeleteKey(r.Context(), keyOf(r))
 	if err != nil {
 		return err
 	}
-	if res.Phase != catalog.PhaseScheduled {
-		return newProblem(http.StatusConflict, k.String()+" has no deletion scheduled (it is "+string(res.Phase)+"): only a Scheduled resource can be undeleted")
-	}
-	if k.Kind == backup.Kind {
-		res, _, err = deletion.Undelete(ctx, h.cfg.Store, k.Name, h.cfg.Now())
-	} else {
-		res, err = h.cfg.Store.Undelete(ctx, k, "undelete requested")
-	}
-	if err != nil {
-		return err
-	}
-	o, err := view.ObjectOf(ctx, h.cfg.Store, res, false)
+	o, err := view.ObjectOf(r.Context(), h.cfg.Store, res, false)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, o)
+}
+
+// undeleteKey undeletes k (the API's and the console's undelete).
+func (h *Handler) undeleteKey(ctx context.Context, k catalog.Key) (*catalog.Resource, error) {
+	res, err := backup.Get(ctx, h.cfg.Store, k)
+	if err != nil {
+		return nil, err
+	}
+	if res.Phase != catalog.PhaseScheduled {
+		return nil, newProblem(http.StatusConflict, k.String()+" has no deletion scheduled (it is "+string(res.Phase)+"): only a Scheduled resource can be undeleted")
+	}
+	if k.Kind == backup.Kind {
+		res, _, err = deletion.Undelete(ctx, h.cfg.Store, k.Name, h.cfg.Now())
+		return res, err
+	}
+	return h.cfg.Store.Undelete(ctx, k, "undelete requested")
 }
 
 // requestDeletion requests a backup's deletion as lethe backup delete

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/lethehq/lethe/internal/catalog"
 )
@@ -92,7 +93,46 @@ func Check(ctx context.Context, st Store, secret string) (*catalog.Token, error)
 	if err != nil {
 		return nil, err
 	}
+	if t.Login {
+		return nil, ErrUnauthenticated // a console login opens a session, once; it is no bearer token
+	}
 	return t, nil
+}
+
+// LoginTTL is how long a console login URL can be used.
+const LoginTTL = 10 * time.Minute
+
+// CreateLogin makes a console login with role (lethe console url): a
+// token named console-<random> whose secret is exchanged once, within
+// LoginTTL, for a console session.
+func CreateLogin(ctx context.Context, st Store, role catalog.TokenRole) (string, *catalog.Token, error) {
+	if !role.Valid() {
+		return "", nil, fmt.Errorf("%w: role %q: use viewer or operator", catalog.ErrInvalid, role)
+	}
+	secret, err := NewSecret()
+	if err != nil {
+		return "", nil, err
+	}
+	name := "console-" + Hash(secret)[:8]
+	t, err := st.CreateToken(ctx, catalog.Token{Name: name, Role: role, Hash: Hash(secret), Login: true})
+	if err != nil {
+		return "", nil, err
+	}
+	return secret, t, nil
+}
+
+// ExchangeLogin uses a console login's secret, once (see
+// catalog.Tokens.ExchangeLogin); ErrUnauthenticated when it is not a
+// login, and catalog.ErrConflict when it was used or has expired.
+func ExchangeLogin(ctx context.Context, st Store, secret string, now time.Time) (*catalog.Token, error) {
+	if !wellFormed(secret) {
+		return nil, ErrUnauthenticated
+	}
+	t, err := st.ExchangeLogin(ctx, Hash(secret), now.Add(-LoginTTL))
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, ErrUnauthenticated
+	}
+	return t, err
 }
 
 // Actor is the audit actor of a write made with t: "token:NAME".

@@ -30,6 +30,11 @@ type Token struct {
 	Hash      string    `json:"-"`
 	CreatedAt time.Time `json:"createdAt"`
 	CreatedBy string    `json:"createdBy"`
+	// Login marks a console login (lethe console url): its secret is
+	// exchanged once for a console session (ExchangeLogin), and is no
+	// bearer token. UsedAt is when it was exchanged.
+	Login  bool       `json:"login,omitempty"`
+	UsedAt *time.Time `json:"usedAt,omitempty"`
 }
 
 // Token audit entries: kind AuditKindToken, name the token's name.
@@ -37,6 +42,7 @@ const (
 	AuditKindToken    = "APIToken"
 	AuditTokenCreated = "token-create"
 	AuditTokenRevoked = "token-revoke"
+	AuditTokenLogin   = "token-login"
 )
 
 var (
@@ -85,4 +91,11 @@ type Tokens interface {
 	// (AuditTokenRevoked), in one transaction; ErrNotFound if there is
 	// none. It returns the token as it was.
 	RevokeToken(ctx context.Context, name string) (*Token, error)
+	// ExchangeLogin uses the login token whose hash is hash, once: it
+	// must be a Login token, unused, created after notBefore; it is then
+	// marked used (UsedAt) and audited (AuditTokenLogin), in one
+	// transaction. ErrNotFound for any other hash, ErrConflict for a
+	// login already used or too old. Two concurrent exchanges of one
+	// login: one wins.
+	ExchangeLogin(ctx context.Context, hash string, notBefore time.Time) (*Token, error)
 }

@@ -22,10 +22,13 @@ type tokenView struct {
 	Role      catalog.TokenRole `json:"role"`
 	CreatedAt time.Time         `json:"createdAt"`
 	CreatedBy string            `json:"createdBy"`
+	// Login: a console login (lethe console url), used at UsedAt.
+	Login  bool       `json:"login,omitempty"`
+	UsedAt *time.Time `json:"usedAt,omitempty"`
 }
 
 func newTokenView(t *catalog.Token) tokenView {
-	return tokenView{Name: t.Name, Role: t.Role, CreatedAt: t.CreatedAt, CreatedBy: t.CreatedBy}
+	return tokenView{Name: t.Name, Role: t.Role, CreatedAt: t.CreatedAt, CreatedBy: t.CreatedBy, Login: t.Login, UsedAt: t.UsedAt}
 }
 
 func newTokenCmd(a *app) *cobra.Command {
@@ -125,9 +128,16 @@ func newTokenListCmd(a *app) *cobra.Command {
 			fmt.Fprintln(a.s.Out, "No tokens.")
 			return nil
 		}
-		tb := newTable(a.s.Out, "NAME", "ROLE", "CREATED", "CREATED BY")
+		tb := newTable(a.s.Out, "NAME", "ROLE", "CREATED", "CREATED BY", "TYPE")
 		for _, v := range views {
-			tb.row(v.Name, string(v.Role), v.CreatedAt.Format(time.RFC3339), termtext.Quote(v.CreatedBy))
+			typ := "bearer"
+			switch {
+			case v.Login && v.UsedAt != nil:
+				typ = "console login, used " + v.UsedAt.Format(time.RFC3339)
+			case v.Login:
+				typ = "console login, unused"
+			}
+			tb.row(v.Name, string(v.Role), v.CreatedAt.Format(time.RFC3339), termtext.Quote(v.CreatedBy), typ)
 		}
 		return tb.flush()
 	}

@@ -119,7 +119,7 @@ func TestAPIAuthAndRoles(t *testing.T) {
 			r := c.do("GET", path, "")
 			require.Equal(t, http.StatusOK, r.code, "%s: %s", path, r.body)
 		}
-		for _, path := range []string{"/api/v1/backups", "/api/v1/openapi.yaml", "/api/v1/nope", "/", "/metrics"} {
+		for _, path := range []string{"/api/v1/backups", "/api/v1/openapi.yaml", "/api/v1/nope", "/metrics", "/assets/style.css", "/nope"} {
 			r := c.do("GET", path, "")
 			requireProblem(t, r, http.StatusUnauthorized, "Authorization: Bearer")
 			assert.Equal(t, `Bearer realm="lethe"`, r.header.Get("WWW-Authenticate"))
@@ -127,6 +127,13 @@ func TestAPIAuthAndRoles(t *testing.T) {
 			requireProblem(t, c.do("GET", path, op[:len(op)-1]), http.StatusUnauthorized, "")
 		}
 		requireProblem(t, c.do("GET", "/api/v1/backups", "", "Authorization", "Basic "+op), http.StatusUnauthorized, "")
+		// The console's pages: the login page, 401.
+		for _, path := range []string{"/", "/trash"} {
+			r := c.do("GET", path, "")
+			require.Equal(t, http.StatusUnauthorized, r.code, r.body)
+			assert.Contains(t, r.body, "lethe console url")
+			assert.NotContains(t, r.body, "later", "nothing of the catalog")
+		}
 
 		var who struct{ Name, Role string }
 		c.do("GET", "/api/v1/whoami", viewer).json(t, &who)

@@ -110,6 +110,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("PeerAnswerMovesTheEdgeAndOnlyAnAnswerDoes", func(t *testing.T) { testPeerAnswerMovesTheEdgeAndOnlyAnAnswerDoes(t, newStore) })
 	t.Run("BackReferenceHoldsItsTarget", func(t *testing.T) { testBackReferenceHoldsItsTarget(t, newStore) })
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, newStore) })
+	t.Run("ExchangeLogin", func(t *testing.T) { testExchangeLogin(t, newStore) })
 }
 
 func testCRUD(t *testing.T, newStore NewStoreFunc) {

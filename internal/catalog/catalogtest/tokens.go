@@ -83,3 +83,42 @@ func testTokens(t *testing.T, newStore NewStoreFunc) {
 		assert.NotContains(t, string(e.Details), h1, "the audit log does not hold hashes")
 	}
 }
+
+// testExchangeLogin: a console login is exchanged once, only before it
+// expires, only if it is a login; the exchange is audited.
+func testExchangeLogin(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	hl, hb, hold := strings.Repeat("1a", 32), strings.Repeat("2b", 32), strings.Repeat("3c", 32)
+	_, err := f.s.CreateToken(f.ctx, catalog.Token{Name: "console-1", Role: catalog.TokenOperator, Hash: hl, Login: true})
+	require.NoError(t, err)
+	_, err = f.s.CreateToken(f.ctx, catalog.Token{Name: "ci", Role: catalog.TokenOperator, Hash: hb})
+	require.NoError(t, err)
+	_, err = f.s.CreateToken(f.ctx, catalog.Token{Name: "console-old", Role: catalog.TokenViewer, Hash: hold, Login: true})
+	require.NoError(t, err)
+
+	_, err = f.s.ExchangeLogin(f.ctx, hb, Epoch)
+	require.ErrorIs(t, err, catalog.ErrNotFound, "a bearer token is no login")
+	_, err = f.s.ExchangeLogin(f.ctx, strings.Repeat("4d", 32), Epoch)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	_, err = f.s.ExchangeLogin(f.ctx, hold, Epoch.Add(time.Second))
+	require.ErrorIs(t, err, catalog.ErrConflict, "a login created before notBefore has expired")
+
+	f.clock.Advance(time.Minute)
+	got, err := f.s.ExchangeLogin(catalog.WithActor(f.ctx, "browser"), hl, Epoch)
+	require.NoError(t, err)
+	assert.Equal(t, "console-1", got.Name)
+	assert.True(t, got.Login)
+	require.NotNil(t, got.UsedAt)
+	assert.True(t, got.UsedAt.Equal(Epoch.Add(time.Minute)))
+	_, err = f.s.ExchangeLogin(f.ctx, hl, Epoch)
+	require.ErrorIs(t, err, catalog.ErrConflict, "a login is used once")
+	byHash, err := f.s.TokenByHash(f.ctx, hl)
+	require.NoError(t, err, "the used login still names its session's token until revoked")
+	assert.NotNil(t, byHash.UsedAt)
+
+	es, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{Kind: catalog.AuditKindToken, Name: "console-1"})
+	require.NoError(t, err)
+	require.Len(t, es, 2)
+	assert.Equal(t, catalog.AuditTokenLogin, es[1].Action)
+	assert.Equal(t, "browser", es[1].Actor)
+}

@@ -10,7 +10,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 )
 
-const tokenColumns = `name, role, hash, created_at, created_by`
+const tokenColumns = `name, role, hash, created_at, created_by, login, used_at`
 
 // notFound maps ErrNoRows to catalog.ErrNotFound.
 func notFound(err error) error {
@@ -25,11 +25,16 @@ func scanToken(r interface{ Scan(...any) error }) (*catalog.Token, error) {
 		t       catalog.Token
 		role    string
 		created int64
+		used    int64
 	)
-	if err := r.Scan(&t.Name, &role, &t.Hash, &created, &t.CreatedBy); err != nil {
+	if err := r.Scan(&t.Name, &role, &t.Hash, &created, &t.CreatedBy, &t.Login, &used); err != nil {
 		return nil, err
 	}
 	t.Role, t.CreatedAt = catalog.TokenRole(role), fromNanos(created)
+	if used != 0 {
+		u := fromNanos(used)
+		t.UsedAt = &u
+	}
 	return &t, nil
 }
 
@@ -53,8 +58,8 @@ func (s *Store) CreateToken(ctx context.Context, t catalog.Token) (*catalog.Toke
 	var out *catalog.Token
 	err := s.b.WriteTx(ctx, func(q Querier) error {
 		var err error
-		out, err = scanToken(q.QueryRow(ctx, `INSERT INTO api_tokens (`+tokenColumns+`) VALUES ($1, $2, $3, $4, $5) RETURNING `+tokenColumns,
-			t.Name, string(t.Role), t.Hash, t.CreatedAt.UnixNano(), t.CreatedBy))
+		out, err = scanToken(q.QueryRow(ctx, `INSERT INTO api_tokens (`+tokenColumns+`) VALUES ($1, $2, $3, $4, $5, $6, 0) RETURNING `+tokenColumns,
+			t.Name, string(t.Role), t.Hash, t.CreatedAt.UnixNano(), t.CreatedBy, t.Login))
 		if err != nil {
 			return err
 		}
@@ -108,6 +113,37 @@ func (s *Store) RevokeToken(ctx context.Context, name string) (*catalog.Token, e
 	})
 	if err != nil {
 		return nil, fmt.Errorf("token %s: %w", name, s.mapErr(notFound(err)))
+	}
+	return out, nil
+}
+
+// ExchangeLogin implements catalog.Store.
+func (s *Store) ExchangeLogin(ctx context.Context, hash string, notBefore time.Time) (*catalog.Token, error) {
+	actor := catalog.ActorFrom(ctx)
+	now := s.clock()
+	var out *catalog.Token
+	err := s.b.WriteTx(ctx, func(q Querier) error {
+		cur, err := scanToken(q.QueryRow(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE hash = $1`+s.d.ForUpdate, hash))
+		if err != nil {
+			return notFound(err)
+		}
+		switch {
+		case !cur.Login:
+			return catalog.ErrNotFound
+		case cur.UsedAt != nil:
+			return fmt.Errorf("%w: the login %s was already used at %s", catalog.ErrConflict, cur.Name, cur.UsedAt.Format(time.RFC3339))
+		case cur.CreatedAt.Before(notBefore):
+			return fmt.Errorf("%w: the login %s has expired (created at %s)", catalog.ErrConflict, cur.Name, cur.CreatedAt.Format(time.RFC3339))
+		}
+		// used_at = 0 in the WHERE: of two exchanges, one wins.
+		if out, err = scanToken(q.QueryRow(ctx, `UPDATE api_tokens SET used_at = $2 WHERE hash = $1 AND used_at = 0 RETURNING `+tokenColumns,
+			hash, now.UnixNano())); err != nil {
+			return notFound(err)
+		}
+		return tokenAudit(ctx, q, now, out, catalog.AuditTokenLogin, actor, "console login used")
+	})
+	if err != nil {
+		return nil, s.mapErr(err)
 	}
 	return out, nil
 }

@@ -6,5 +6,9 @@ CREATE TABLE api_tokens (
     role       TEXT NOT NULL CHECK (role IN ('viewer', 'operator')),
     hash       TEXT NOT NULL UNIQUE,
     created_at BIGINT NOT NULL,
-    created_by TEXT NOT NULL DEFAULT ''
+    created_by TEXT NOT NULL DEFAULT '',
+    -- login: a console login (lethe console url), exchanged once for a
+    -- session (used_at set then), never a bearer token.
+    login      BOOLEAN NOT NULL DEFAULT FALSE,
+    used_at    BIGINT NOT NULL DEFAULT 0
 );
