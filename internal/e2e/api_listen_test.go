@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,6 +90,12 @@ func TestAPIAddress(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	// Under TLS the console's session cookie is Secure.
+	u := strings.TrimSpace(e.ok("console", "url", "--api-addr", addr, "--https").stdout)
+	require.True(t, strings.HasPrefix(u, "https://"+addr+"/login?token="), u)
+	b := newBrowser(t, client)
+	b.login(u, true)
+	require.Equal(t, http.StatusOK, b.do("GET", "https://"+addr+"/trash", nil).code)
 	_, err = http.Get("http://" + addr + "/readyz")
 	if err == nil {
 		// A plain request to a TLS port gets a 400 from net/http, never the API.
