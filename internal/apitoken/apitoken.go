@@ -25,7 +25,8 @@ const Prefix = "lethe_"
 // secretBytes is the secret's entropy.
 const secretBytes = 32
 
-// ErrUnauthenticated: the secret is malformed, unknown or revoked.
+// ErrUnauthenticated is the error of a secret that is malformed, unknown
+// or revoked.
 var ErrUnauthenticated = errors.New("the token is not valid (unknown, revoked or malformed)")
 
 // Store is the catalog role this package uses.

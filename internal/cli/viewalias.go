@@ -5,23 +5,15 @@ import "github.com/lethehq/lethe/internal/view"
 // The objects -o json|yaml prints live in internal/view, which the API
 // serves too: one schema. These names keep the CLI's code short.
 type (
-	object              = view.Object
-	objectList          = view.List
-	objectMeta          = view.Meta
-	referenceView       = view.Reference
-	lifecycleView       = view.Lifecycle
-	resourceView        = view.Resource
-	backupObject        = view.BackupObject
-	backupLifecycleView = view.BackupLifecycle
-	backupView          = view.Backup
-	retrySummary        = view.RetrySummary
-	keyView             = view.Key
-	auditView           = view.AuditEntry
-	auditResource       = view.AuditResource
-	retryItemView       = view.RetryItem
-	reportView          = view.DeletionReport
-	planView            = view.DeletionPlan
-	locationView        = view.Location
+	object       = view.Object
+	objectList   = view.List
+	resourceView = view.Resource
+	backupObject = view.BackupObject
+	backupView   = view.Backup
+	keyView      = view.Key
+	reportView   = view.DeletionReport
+	planView     = view.DeletionPlan
+	locationView = view.Location
 )
 
 // AuditEntryKind is the kind of an audit entry's JSON.
@@ -37,7 +29,6 @@ const (
 var (
 	toObject        = view.ToObject
 	toObjects       = view.ToObjects
-	metaOf          = view.MetaOf
 	newResourceView = view.NewResource
 	backupObjects   = view.BackupObjects
 	auditViews      = view.AuditEntries

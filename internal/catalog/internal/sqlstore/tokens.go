@@ -10,7 +10,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 )
 
-const tokenColumns = `name, role, hash, created_at, created_by, login, used_at`
+const tokenColumns = `name, role, hash, created_at, created_by, login, used_at` //nolint:gosec // column names, not a credential
 
 // notFound maps ErrNoRows to catalog.ErrNotFound.
 func notFound(err error) error {
