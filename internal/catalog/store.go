@@ -25,6 +25,7 @@ type Store interface {
 	Wake
 	Counts
 	Federation
+	Tokens
 	Close() error
 }
 

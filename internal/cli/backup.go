@@ -16,9 +16,9 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
-	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/registry"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 func newBackupCmd(a *app) *cobra.Command {
@@ -184,77 +184,15 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 	return nil
 }
 
-// backupView is a backup as the tables show it; its object (-o json|yaml)
-// is object().
-type backupView struct {
-	resource    *catalog.Resource
-	Kind        string                    `json:"kind"` // always "Backup"
-	Name        string                    `json:"name"`
-	UID         string                    `json:"uid"`
-	Phase       catalog.Phase             `json:"phase"`
-	Labels      map[string]string         `json:"labels,omitempty"`
-	Annotations map[string]string         `json:"annotations,omitempty"`
-	CreatedAt   time.Time                 `json:"createdAt"`
-	Spec        backup.Spec               `json:"spec"`
-	Status      backup.Status             `json:"status"`
-	DueAt       *time.Time                `json:"deletionDueAt,omitempty"`
-	DeletingAt  *time.Time                `json:"deletionTimestamp,omitempty"`
-	Finalizers  []string                  `json:"finalizers,omitempty"`
-	Conditions  []catalog.Condition       `json:"conditions,omitempty"`
-	Progress    *catalog.DeletionProgress `json:"deletionProgress,omitempty"`
-	Unsettled   []catalog.ItemOutcome     `json:"unsettled,omitempty"`
-	// PluginMissing is the message of the PluginMissing condition: the
-	// daemon refuses to run the deletion until the plugins it names are
-	// installed.
-	PluginMissing string `json:"pluginMissing,omitempty"`
-	// Retry summarizes the backup's rows in the retry queue.
-	Retry *retrySummary `json:"retry,omitempty"`
-}
-
-// retrySummary is what the retry queue holds for one backup.
-type retrySummary struct {
-	// NextAttemptAt is when the daemon next runs the deletion: the latest
-	// next attempt of the waiting rows (they run together).
-	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
-	Waiting       int        `json:"waiting"`
-	Running       int        `json:"running"`
-	Discarded     int        `json:"discarded"`
-	IDs           []int64    `json:"ids"`
-}
-
 func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool) (*backupView, error) {
-	b, err := backup.FromResource(r)
-	if err != nil {
-		return nil, err
-	}
-	v := &backupView{
-		resource: r, Kind: backup.Kind, Name: r.Name, UID: r.UID, Phase: r.Phase, Labels: r.Labels, Annotations: r.Annotations,
-		CreatedAt: b.Created(), Spec: b.Spec, Status: b.Status, DueAt: r.DeletionDueAt,
-		DeletingAt: r.DeletionTimestamp, Finalizers: r.Finalizers, Conditions: r.Conditions,
-	}
-	v.PluginMissing, _ = deletion.PluginMissing(r)
-	if r.Phase == catalog.PhaseDeleting {
-		if v.Retry, err = a.retrySummary(ctx, r.UID); err != nil {
-			return nil, err
-		}
-		p, rows, err := a.store.LoadProgress(ctx, r.UID)
-		if err == nil {
-			v.Progress = p
-			if withRows {
-				v.Unsettled = rows
-			}
-		} else if !errors.Is(err, catalog.ErrNotFound) {
-			return nil, err
-		}
-	}
-	return v, nil
+	return view.NewBackup(ctx, a.store, r, withRows)
 }
 
 // phaseText is the PHASE column: the phase, the time left in the grace
 // window, or the deletion's progress, then any condition that stops the
 // deletion (e.g. "Deleting (0/3) TarballMissing").
-func (v *backupView) phaseText(now time.Time) string {
-	return v.phaseProgress(now) + blockingConditions(v.Conditions)
+func phaseText(v *backupView, now time.Time) string {
+	return phaseProgress(v, now) + blockingConditions(v.Conditions)
 }
 
 // blockingConditions lists, after a space each, the True conditions worth
@@ -270,7 +208,7 @@ func blockingConditions(cs []catalog.Condition) string {
 	return s
 }
 
-func (v *backupView) phaseProgress(now time.Time) string {
+func phaseProgress(v *backupView, now time.Time) string {
 	switch v.Phase {
 	case catalog.PhaseScheduled:
 		if v.DueAt != nil {
@@ -364,7 +302,7 @@ as it happens, until interrupted (as lethe get backups -w).`,
 		now := time.Now()
 		t := newTable(a.s.Out, backupHeaders(*out == outWide)...)
 		for _, v := range views {
-			t.row(v.row(*out == outWide, now)...)
+			t.row(backupRow(v, *out == outWide, now)...)
 		}
 		return t.flush()
 	}
@@ -381,7 +319,7 @@ func backupHeaders(wide bool) []string {
 }
 
 // row is the backup's row in backup list's table.
-func (v *backupView) row(wide bool, now time.Time) []string {
+func backupRow(v *backupView, wide bool, now time.Time) []string {
 	exp := "never"
 	if v.Spec.ExpiresAt != nil {
 		exp = "in " + human(v.Spec.ExpiresAt.Sub(now))
@@ -389,7 +327,7 @@ func (v *backupView) row(wide bool, now time.Time) []string {
 			exp = "expired " + human(now.Sub(*v.Spec.ExpiresAt)) + " ago"
 		}
 	}
-	row := []string{termtext.Quote(v.Name), termtext.Quote(v.phaseText(now)), fmt.Sprint(v.Spec.Items), humanBytes(v.Spec.Size), human(now.Sub(v.CreatedAt)), exp}
+	row := []string{termtext.Quote(v.Name), termtext.Quote(phaseText(v, now)), fmt.Sprint(v.Spec.Items), humanBytes(v.Spec.Size), human(now.Sub(v.CreatedAt)), exp}
 	if wide {
 		row = append(row, dash(joinMap(v.Labels)), termtext.Quote(dash(v.Spec.StorageLocation)))
 	}
@@ -411,12 +349,12 @@ func (a *app) watchBackups(ctx context.Context, st catalog.Store, format string,
 	var items []*catalog.Resource
 	if structured(format) {
 		for _, v := range views {
-			items = append(items, v.resource)
+			items = append(items, v.Resource)
 		}
 	} else {
 		rows := [][]string{backupHeaders(wide)}
 		for _, v := range views {
-			rows = append(rows, v.row(wide, time.Now()))
+			rows = append(rows, backupRow(v, wide, time.Now()))
 		}
 		if err := t.print(rows...); err != nil {
 			return err
@@ -428,9 +366,9 @@ func (a *app) watchBackups(ctx context.Context, st catalog.Store, format string,
 			return err
 		}
 		if !structured(format) {
-			return t.print(v.row(wide, time.Now()))
+			return t.print(backupRow(v, wide, time.Now()))
 		}
-		obj, err := toObject(backup.Kind, v.object())
+		obj, err := toObject(backup.Kind, v.Object())
 		if err != nil {
 			return err
 		}
@@ -489,7 +427,7 @@ func newBackupGetCmd(a *app) *cobra.Command {
 			return a.describeBackupDetails(ctx, v, *out)
 		}
 		if structured(*out) {
-			return printObject(a.s.Out, *out, backup.Kind, v.object())
+			return printObject(a.s.Out, *out, backup.Kind, v.Object())
 		}
 		a.printBackup(v)
 		return nil
@@ -502,7 +440,7 @@ func (a *app) printBackup(v *backupView) {
 	now := time.Now()
 	fmt.Fprintf(w, "Name:       %s\n", termtext.Quote(v.Name))
 	fmt.Fprintf(w, "UID:        %s\n", termtext.Quote(v.UID))
-	fmt.Fprintf(w, "Phase:      %s\n", termtext.Quote(v.phaseText(now)))
+	fmt.Fprintf(w, "Phase:      %s\n", termtext.Quote(phaseText(v, now)))
 	fmt.Fprintf(w, "Created:    %s (%s ago)\n", v.CreatedAt.Local().Format(time.RFC3339), human(now.Sub(v.CreatedAt)))
 	// Where the tarball is: in the recorded storage location, which
 	// deletion uses whatever --storage says now.
@@ -548,8 +486,8 @@ func (a *app) printBackup(v *backupView) {
 			fmt.Fprintf(w, "Waiting:    its items are settled; its purge waits for %s (lethe explain backup %s)\n", strings.Join(quoteAll(d.WaitingFor), "; "), termtext.Quote(v.Name))
 		}
 	}
-	if v.resource != nil && v.resource.DeletionRoot != nil {
-		root := v.resource.DeletionRoot
+	if v.Resource != nil && v.Resource.DeletionRoot != nil {
+		root := v.Resource.DeletionRoot
 		fmt.Fprintf(w, "Cascade of: %s %s (the requested deletion whose cascade reached this backup)\n", keyText(root.Key()), termtext.Quote(root.UID))
 	}
 	if p := v.Progress; p != nil {
@@ -584,30 +522,6 @@ func (a *app) printBackup(v *backupView) {
 }
 
 // retrySummary reads the backup's rows of the retry queue (nil: none).
-func (a *app) retrySummary(ctx context.Context, uid string) (*retrySummary, error) {
-	rows, err := a.store.ListRetries(ctx, catalog.RetryFilter{OwnerUID: uid})
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	s := &retrySummary{}
-	for _, r := range rows {
-		s.IDs = append(s.IDs, r.ID)
-		switch r.State {
-		case catalog.RetryRetryable:
-			s.Waiting++
-			if s.NextAttemptAt == nil || r.NextAttemptAt.After(*s.NextAttemptAt) {
-				t := r.NextAttemptAt
-				s.NextAttemptAt = &t
-			}
-		case catalog.RetryRunning:
-			s.Running++
-		case catalog.RetryDiscarded:
-			s.Discarded++
-		}
-	}
-	return s, nil
-}
-
 // joinMap shows labels or annotations: k=v,k=v, each pair quoted when
 // it is not plain text.
 func joinMap(m map[string]string) string {

@@ -27,7 +27,7 @@ func (a *app) describeBackupDetails(ctx context.Context, v *backupView, format s
 		return err
 	}
 	if structured(format) {
-		o, err := toObject(backup.Kind, v.object())
+		o, err := toObject(backup.Kind, v.Object())
 		if err != nil {
 			return err
 		}
@@ -42,7 +42,7 @@ func (a *app) describeBackupDetails(ctx context.Context, v *backupView, format s
 // tarball's resource list and its native volume snapshots from its
 // location, and its deletion's outcomes (backup.ReadDetails).
 func (a *app) backupDetails(ctx context.Context, v *backupView) (*backup.Details, error) {
-	b, err := backup.FromResource(v.resource)
+	b, err := backup.FromResource(v.Resource)
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func (a *app) sortResources(ctx context.Context, kind string, items []*catalog.R
 			if err != nil {
 				return err
 			}
-			view = v.object()
+			view = v.Object()
 		}
 		b, err := json.Marshal(view)
 		if err != nil {

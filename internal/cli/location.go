@@ -7,37 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lethehq/lethe/internal/backup"
-	"github.com/lethehq/lethe/internal/catalog"
-	"github.com/lethehq/lethe/internal/manifest"
 	"github.com/lethehq/lethe/internal/storageloc"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
-
-// kindLocationStatus is the kind of what location list and get print
-// with -o json|yaml: a check made now, with the backups counted, not the
-// catalog's BackupStorageLocation record (get backupstoragelocation NAME
-// prints that one, and apply takes it back). One kind, one shape.
-const kindLocationStatus = manifest.KindLocationStatus
-
-// locationView is the JSON and YAML shape of a storage location's check.
-type locationView struct {
-	Kind     string `json:"kind"` // always "LocationStatus"
-	Name     string `json:"name"`
-	URL      string `json:"url"`
-	Default  bool   `json:"default"`
-	ReadOnly bool   `json:"readOnly"`
-	// CredentialsFile is the location's own credentials file, when it
-	// has one (else its credentials come from the environment).
-	CredentialsFile string `json:"credentialsFile,omitempty"`
-	// Phase, LastCheckTime and LastError are this command's own check,
-	// made now: unknown is never shown as available.
-	Phase         string     `json:"phase"`
-	LastCheckTime time.Time  `json:"lastCheckTime"`
-	LastError     string     `json:"lastError,omitempty"`
-	Backups       int        `json:"backups"`
-	LastSyncTime  *time.Time `json:"lastSyncTime,omitempty"`
-}
 
 func newLocationCmd(a *app) *cobra.Command {
 	c := groupCmd(&cobra.Command{
@@ -143,41 +116,7 @@ func (a *app) locationViews(ctx context.Context, set storageloc.Set) ([]*locatio
 	if err != nil {
 		return nil, err
 	}
-	counts := map[string]int{}
-	rs, err := listAll(ctx, st, catalog.ListOptions{Kind: backup.Kind})
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range rs {
-		b, err := backup.FromResource(r)
-		if err != nil {
-			continue
-		}
-		name := b.Spec.Location
-		if name == "" {
-			if l, ok := all.ByURL(b.Spec.StorageLocation); ok {
-				name = l.Name
-			}
-		}
-		counts[name]++
-	}
-	var out []*locationView
-	for _, l := range set {
-		v := &locationView{Kind: kindLocationStatus, Name: l.Name, URL: l.URL, Default: l.Default, ReadOnly: l.ReadOnly, CredentialsFile: l.CredentialsFile,
-			Phase: storageloc.PhaseAvailable, LastCheckTime: time.Now().UTC().Truncate(time.Second), Backups: counts[l.Name]}
-		if _, err := storageloc.Check(ctx, locs, l); err != nil {
-			v.Phase, v.LastError = storageloc.PhaseUnavailable, err.Error()
-		}
-		s, err := storageloc.Load(ctx, st, l.Name)
-		if err != nil {
-			return nil, err
-		}
-		if s != nil {
-			v.LastSyncTime = s.LastSyncTime
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return view.Locations(ctx, st, locs, all, set)
 }
 
 func (a *app) printLocations(out string, views []*locationView) error {

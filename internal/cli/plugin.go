@@ -11,6 +11,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 func newPluginCmd(a *app) *cobra.Command {
@@ -99,22 +100,6 @@ plugin folder, and pass the same --plugin-lock to every command.`,
 	return c
 }
 
-type pluginView struct {
-	Kind            string `json:"kind"` // always "Plugin"
-	Name            string `json:"name"`
-	Binary          string `json:"binary"`
-	ProtocolVersion int    `json:"protocolVersion"`
-	Protocol        string `json:"protocol"` // lethe, or velero for an unmodified Velero plugin
-	Version         string `json:"version"`
-	Selector        string `json:"selector"`
-	MaxConcurrency  int    `json:"maxConcurrency"`
-	Checksum        string `json:"checksum"`
-	ChecksumStatus  string `json:"checksumStatus"`
-	// Unresolved are the selector's resource names that are no built-in
-	// Kubernetes resource (see pluginhost.ResolveSelector).
-	Unresolved []string `json:"unresolvedResources,omitempty"`
-}
-
 func newPluginListCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "list",
@@ -147,14 +132,9 @@ resource) and gets a warning on stderr.`,
 		if err != nil {
 			return err
 		}
-		views := []pluginView{}
+		views := []view.Plugin{}
 		for _, in := range h.Plugins() {
-			views = append(views, pluginView{
-				Kind: "Plugin",
-				Name: in.Name, Binary: in.Binary, ProtocolVersion: in.ProtocolVersion, Protocol: in.Protocol, Version: in.Version,
-				Selector: in.Selector.String(), MaxConcurrency: in.MaxConcurrency,
-				Checksum: in.Checksum, ChecksumStatus: in.ChecksumStatus, Unresolved: in.Unresolved,
-			})
+			views = append(views, view.NewPlugin(in))
 			for _, n := range in.Unresolved {
 				fmt.Fprintf(a.s.Err, "warning: plugin %s selects resource %s, which is no built-in Kubernetes resource: "+
 					"it selects only the items of a tarball folder resources/%s/ (a custom resource's plural name, with or without its group)\n",
@@ -170,7 +150,7 @@ resource) and gets a warning on stderr.`,
 			refused = fmt.Errorf("%d plugin binaries refused or failed to start (listed above); their plugins are not loaded", len(problems))
 		}
 		if structured(*out) {
-			if err := printList(a.s.Out, *out, "Plugin", views); err != nil {
+			if err := printList(a.s.Out, *out, view.PluginKind, views); err != nil {
 				return err
 			}
 			return refused

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 func newGetCmd(a *app) *cobra.Command {
@@ -217,7 +217,7 @@ func (a *app) printResources(ctx context.Context, format, kind string, items []*
 			if err != nil {
 				return err
 			}
-			views = append(views, v.object())
+			views = append(views, v.Object())
 		}
 		objs = views
 		if single {
@@ -238,14 +238,7 @@ func (a *app) printResources(ctx context.Context, format, kind string, items []*
 
 // resourceObject is r's object, as get prints it.
 func (a *app) resourceObject(ctx context.Context, r *catalog.Resource) (object, error) {
-	if r.Kind == backup.Kind {
-		v, err := a.backupView(ctx, r, true)
-		if err != nil {
-			return nil, err
-		}
-		return toObject(r.Kind, v.object())
-	}
-	return toObject(r.Kind, newResourceView(r))
+	return view.ObjectOf(ctx, a.store, r, true)
 }
 
 // listAll reads every page of a listing.
@@ -275,44 +268,6 @@ func dash(s string) string {
 // *backup.NotFoundError (exit code 4), worded as every command words it.
 func getResource(ctx context.Context, st backup.Reader, k catalog.Key) (*catalog.Resource, error) {
 	return backup.Get(ctx, st, k)
-}
-
-// AuditEntryKind is the kind of an audit entry's JSON.
-const AuditEntryKind = "AuditEntry"
-
-// auditView is an audit entry as -o json|yaml shows it: kind
-// "AuditEntry", and the resource it is about under "resource".
-type auditView struct {
-	Kind      string          `json:"kind"` // always "AuditEntry"
-	ID        int64           `json:"id"`
-	Time      time.Time       `json:"time"`
-	Actor     string          `json:"actor"`
-	Action    string          `json:"action"`
-	Resource  auditResource   `json:"resource"`
-	FromPhase catalog.Phase   `json:"fromPhase,omitempty"`
-	ToPhase   catalog.Phase   `json:"toPhase,omitempty"`
-	Reason    string          `json:"reason,omitempty"`
-	Details   json.RawMessage `json:"details,omitempty"`
-}
-
-// auditResource names the resource of an audit entry.
-type auditResource struct {
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-	UID       string `json:"uid"`
-}
-
-func auditViews(entries []catalog.AuditEntry) []auditView {
-	out := make([]auditView, len(entries))
-	for i, e := range entries {
-		out[i] = auditView{
-			Kind: AuditEntryKind, ID: e.ID, Time: e.Time, Actor: e.Actor, Action: e.Action,
-			Resource:  auditResource{Kind: e.Kind, Namespace: e.Namespace, Name: e.Name, UID: e.UID},
-			FromPhase: e.FromPhase, ToPhase: e.ToPhase, Reason: e.Reason, Details: e.Details,
-		}
-	}
-	return out
 }
 
 // DescriptionKind is the kind of describe's JSON.

@@ -307,30 +307,6 @@ func newRetryListCmd(a *app) *cobra.Command {
 	return c
 }
 
-// kindRetryItem is the kind of a row of the retry queue as -o json|yaml
-// prints it; what the row is (BackupItem, Resource, Wait) is its type.
-const kindRetryItem = "RetryItem"
-
-// retryItemView is a row of the retry queue: the row's own kind field is
-// printed as type.
-type retryItemView struct {
-	*catalog.RetryRow
-	Kind string `json:"kind"` // always RetryItem; hides the row's kind
-	Type string `json:"type"` // BackupItem, Resource, Wait or Location
-}
-
-func retryItem(r *catalog.RetryRow) retryItemView {
-	return retryItemView{RetryRow: r, Kind: kindRetryItem, Type: r.Kind}
-}
-
-func retryItems(rows []*catalog.RetryRow) []retryItemView {
-	out := make([]retryItemView, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, retryItem(r))
-	}
-	return out
-}
-
 func nextText(r *catalog.RetryRow, now time.Time) string {
 	switch {
 	case r.State == catalog.RetryDiscarded:

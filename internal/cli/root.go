@@ -112,7 +112,7 @@ folder) and the plugins. Each location can be changed on its own.`,
 	root.SetVersionTemplate("lethe {{.Version}} (plugin protocol " + fmt.Sprint(plugin.ProtocolVersion) + ", " + runtime.Version() + ")\n") // as lethe version
 	root.AddCommand(newBackupCmd(a), newGetCmd(a), newDescribeCmd(a), newAuditCmd(a), newPluginCmd(a), newServerCmd(a), newRetryCmd(a), newMigrateCmd(a), newVersionCmd(a),
 		newApplyCmd(a), newDeleteCmd(a), newUndeleteCmd(a), newExplainCmd(a), newFinalizeCmd(a), newRetentionCmd(a))
-	root.AddCommand(newLocationCmd(a), newStatusCmd(a), newPeerCmd(a))
+	root.AddCommand(newLocationCmd(a), newStatusCmd(a), newPeerCmd(a), newTokenCmd(a), newConsoleCmd(a))
 	addGrammarFooter(root)
 	fixCompletion(root)
 	a.registerCompletions(root)

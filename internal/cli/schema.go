@@ -6,16 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/util/jsonpath"
+
+	"github.com/lethehq/lethe/internal/view"
 )
 
 // APIVersion is the apiVersion of every object Lethe prints with -o
 // json|yaml, and the one apply accepts (docs/output.md).
-const APIVersion = "lethe.io/v1"
+const APIVersion = view.APIVersion
 
 // Output formats. jsonpath is "jsonpath=TEMPLATE".
 const (
@@ -62,98 +63,6 @@ func parseJSONPath(tmpl string) (*jsonpath.JSONPath, error) {
 		return nil, err
 	}
 	return jp, nil
-}
-
-// object is one value as -o json|yaml prints it: its JSON with apiVersion
-// and kind first. It is what printObject and printList take.
-type object []byte
-
-func (o object) MarshalJSON() ([]byte, error) { return o, nil }
-
-// toObject is v's JSON (an object) with apiVersion lethe.io/v1 and kind
-// first. v must not carry an apiVersion but lethe.io/v1, nor a kind other than kind: a
-// field named kind that says something else (a row type, the kind of the
-// resource a row is about) belongs under another name.
-func toObject(kind string, v any) (object, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	fields, err := objectFields(b)
-	if err != nil {
-		return nil, fmt.Errorf("printing a %s: %w", kind, err)
-	}
-	var out bytes.Buffer
-	fmt.Fprintf(&out, `{"apiVersion":%q,"kind":%q`, APIVersion, kind)
-	for _, f := range fields {
-		switch f.key {
-		case "apiVersion":
-			var av string
-			if json.Unmarshal(f.value, &av) != nil || av != APIVersion {
-				return nil, fmt.Errorf("printing a %s: the view's apiVersion says %s", kind, f.value)
-			}
-			continue
-		case "kind":
-			var k string
-			if json.Unmarshal(f.value, &k) != nil || k != kind {
-				return nil, fmt.Errorf("printing a %s: the view's kind field says %s", kind, f.value)
-			}
-			continue
-		}
-		key, _ := json.Marshal(f.key)
-		fmt.Fprintf(&out, ",%s:%s", key, f.value)
-	}
-	out.WriteByte('}')
-	return out.Bytes(), nil
-}
-
-type field struct {
-	key   string
-	value json.RawMessage
-}
-
-// objectFields splits a JSON object into its fields, in order.
-func objectFields(b []byte) ([]field, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	var out []field
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		out = append(out, field{key: t.(string), value: raw})
-	}
-	return out, nil
-}
-
-// toObjects is toObject of each element of the slice items.
-func toObjects(kind string, items any) ([]object, error) {
-	rv := reflect.ValueOf(items)
-	if rv.Kind() != reflect.Slice {
-		return nil, fmt.Errorf("printing a %sList: not a slice", kind)
-	}
-	out := make([]object, 0, rv.Len())
-	for i := range rv.Len() {
-		o, err := toObject(kind, rv.Index(i).Interface())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, nil
-}
-
-// objectList is a list: kind <Kind>List, its items each with apiVersion and
-// kind.
-type objectList struct {
-	Items []object `json:"items"`
 }
 
 // printObject prints v as an object of kind kind in format (json, yaml,

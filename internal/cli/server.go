@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lethehq/lethe/internal/api"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/federation"
@@ -20,6 +23,7 @@ func newServerCmd(a *app) *cobra.Command {
 	var (
 		workers                   int
 		metrics                   string
+		apiListen                 api.ListenConfig
 		noPlugins                 bool
 		leaseTTL, leaderTTL, poll time.Duration
 		retentionInterval         time.Duration
@@ -59,6 +63,11 @@ With --metrics-addr it serves, on that address only:
              otherwise; says whether this replica is the leader
 The address is bound before any work starts: one in use fails at once.
 
+With --api-addr it serves the HTTP API (/api/v1/, docs/api.md) and the
+console on that address, with /healthz and /readyz; everything else needs a
+token (lethe token create). A port alone (:8443) binds loopback; any other
+host is refused without --api-tls-cert and --api-tls-key.
+
 The server never purges a backup whose expected plugin is missing or cannot
 start: the deletion stays, with the condition PluginMissing naming the
 plugins (lethe backup get/list, metric lethe_backups_plugin_missing), and is
@@ -81,6 +90,7 @@ The first SIGINT or SIGTERM stops gracefully (progress is saved, the leader
 lease is handed over); a second one aborts.`,
 		Example: `  lethe server
   lethe server --store postgres://lethe@db/lethe --metrics-addr 127.0.0.1:9464
+  lethe server --api-addr 127.0.0.1:8443
   lethe server --notify-webhook https://hooks.example/lethe,secret-file=/etc/lethe/hook.whsec --retry-max-attempts 8
   lethe server --config /etc/lethe/config.yaml --log-format json
   curl -s 127.0.0.1:9464/readyz`,
@@ -140,6 +150,16 @@ lease is handed over); a second one aborts.`,
 				}
 				defer ln.Close()
 			}
+			var apiLn net.Listener
+			if apiListen.Addr != "" {
+				var err error
+				if apiLn, err = api.Listen(apiListen); err != nil {
+					return usageError{err}
+				}
+				defer apiLn.Close()
+			} else if apiListen.CertFile != "" || apiListen.KeyFile != "" {
+				return usageError{errors.New("--api-tls-cert and --api-tls-key need --api-addr")}
+			}
 			a.leaseTTL = leaseTTL
 			del, err := a.deleter(ctx)
 			if err != nil {
@@ -168,7 +188,20 @@ lease is handed over); a second one aborts.`,
 			if fed != nil {
 				loops = a.federationLoops(fed, fedLn, del.Holder(), time.Second)
 			}
+			var apiHandler http.Handler
+			if apiLn != nil {
+				q, err := a.retryQueue(ctx)
+				if err != nil {
+					return err
+				}
+				if apiHandler, err = api.New(&api.Config{Store: a.store, Logger: a.log.Named("api"), Deleter: del, Retry: q,
+					DefaultDelay: a.g.defaultDelayD, NoPlugins: noPlugins, TLS: apiListen.CertFile != "",
+					Plugins: a.host.Plugins, Locations: a.locations, LocationSet: a.g.locs.set}); err != nil {
+					return err
+				}
+			}
 			srv, err := server.New(&server.Config{
+				APIListener: apiLn, APIHandler: apiHandler,
 				LeaderLoops: []server.Loop{enforcer}, TTLVeto: ttlVeto, Loops: loops,
 				Sync: syncFn, SyncInterval: syncInterval,
 				Store: a.store, Deleter: del, Collector: col, Logger: a.log, Workers: workers,
@@ -201,6 +234,9 @@ lease is handed over); a second one aborts.`,
 	f := c.Flags()
 	f.DurationVar(&retentionInterval, "retention-interval", planner.IntervalDefault, "how often enforced RetentionPolicies are evaluated when nothing changes; also the pace of one that maxDeletesPerRun holds back (env LETHE_RETENTION_INTERVAL)")
 	f.IntVar(&workers, "workers", server.WorkersDefault, "deletions this replica runs at once, 1 to 256 (env LETHE_WORKERS)")
+	f.StringVar(&apiListen.Addr, "api-addr", "", "serve the HTTP API (/api/v1/) and the console on this address, e.g. 127.0.0.1:8443; a port alone (:8443) is loopback; any other host needs --api-tls-cert and --api-tls-key (docs/api.md) (env LETHE_API_ADDR)")
+	f.StringVar(&apiListen.CertFile, "api-tls-cert", "", "serve the API over TLS with this certificate `FILE` (PEM; with --api-tls-key) (env LETHE_API_TLS_CERT)")
+	f.StringVar(&apiListen.KeyFile, "api-tls-key", "", "the private key `FILE` of --api-tls-cert (PEM) (env LETHE_API_TLS_KEY)")
 	f.StringVar(&metrics, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 (env LETHE_METRICS_ADDR)")
 	f.BoolVar(&noPlugins, "no-plugins", false, "run deletions with no plugin installed at all (audited on each purge) (env LETHE_NO_PLUGINS)")
 	f.DurationVar(&leaseTTL, "lease-ttl", deletion.LeaseTTLDefault, "deletion lease: a replica that dies holding a deletion loses it after this long (env LETHE_LEASE_TTL)")

@@ -27,6 +27,22 @@ type Readiness struct {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.health(mux)
+	return mux
+}
+
+// apiHandler serves the API address: /healthz and /readyz without
+// authentication, everything else through Config.APIHandler (which
+// authenticates).
+func (s *Server) apiHandler() http.Handler {
+	mux := http.NewServeMux()
+	s.health(mux)
+	mux.Handle("/", s.cfg.APIHandler)
+	return mux
+}
+
+// health adds /healthz and /readyz to mux.
+func (s *Server) health(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, Readiness{Status: "ok"})
 	})
@@ -38,7 +54,6 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeJSON(w, code, rd)
 	})
-	return mux
 }
 
 // Ready checks that the catalog answers and the plugins are loaded, and
@@ -77,8 +92,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) serveHTTP(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, errs chan<- error) {
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+func (s *Server) serveHTTP(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, h http.Handler, errs chan<- error) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs <- err
@@ -90,5 +105,4 @@ func (s *Server) serveHTTP(ctx context.Context, wg *sync.WaitGroup, ln net.Liste
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	})
-	s.log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
 }

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,11 @@ type Config struct {
 	// instead (the CLI binds it before it even starts the plugins).
 	MetricsAddr     string
 	MetricsListener net.Listener
+	// APIListener, when set, serves APIHandler (the HTTP API and the
+	// console, internal/api) with /healthz and /readyz. The CLI binds it
+	// (with TLS when given certificates) before any work starts.
+	APIListener net.Listener
+	APIHandler  http.Handler
 	// DefaultDelay is the grace window for expired backups without a
 	// deletion-delay annotation.
 	DefaultDelay time.Duration
@@ -319,7 +325,12 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 	})
 	if ln != nil {
-		s.serveHTTP(ctx, &wg, ln, errs)
+		s.serveHTTP(ctx, &wg, ln, s.Handler(), errs)
+		s.log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+	}
+	if s.cfg.APIListener != nil {
+		s.serveHTTP(ctx, &wg, s.cfg.APIListener, s.apiHandler(), errs)
+		s.log.Info("serving the API (/api/v1/) and the console", "addr", s.cfg.APIListener.Addr().String())
 	}
 	s.log.Info("lethe server started", "workers", s.cfg.Workers, "holder", s.cfg.Deleter.Holder())
 	wg.Wait()

@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// browser is a cookie-keeping client that does not follow redirects.
+type browser struct {
+	t *testing.T
+	c *http.Client
+}
+
+func newBrowser(t *testing.T, c *http.Client) *browser {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	if c == nil {
+		c = &http.Client{}
+	}
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &browser{t: t, c: c}
+}
+
+func (b *browser) do(method, u string, form url.Values, headers ...string) apiResp {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	require.NoError(b.t, err)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := b.c.Do(req)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(b.t, err)
+	return apiResp{code: resp.StatusCode, header: resp.Header, body: string(out)}
+}
+
+// login opens the URL lethe console url printed and checks the cookie it
+// sets.
+func (b *browser) login(loginURL string, secure bool) {
+	b.t.Helper()
+	r := b.do("GET", loginURL, nil)
+	require.Equal(b.t, http.StatusSeeOther, r.code, r.body)
+	require.Equal(b.t, "/", r.header.Get("Location"))
+	sc := r.header.Get("Set-Cookie")
+	assert.Contains(b.t, sc, "lethe_session=")
+	assert.Contains(b.t, sc, "HttpOnly")
+	assert.Contains(b.t, sc, "SameSite=Strict")
+	if secure {
+		assert.Contains(b.t, sc, "Secure")
+	} else {
+		assert.NotContains(b.t, sc, "Secure")
+	}
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// TestConsole: lethe console url logs a browser in once; the pages
+// render with a strict CSP and no script; the trash lists what is
+// Scheduled and its Undelete (a form with the anti-CSRF token) is the
+// CLI's, audited with the login's name; a viewer's button is disabled
+// and its write refused; a write without the anti-CSRF token or from
+// another site is refused; revoking the login ends the session.
+func TestConsole(t *testing.T) {
+	catalogBackends(t, func(t *testing.T, e *env, _ func() string) {
+		e.create("keep", 3)
+		e.create("later", 3, "--deletion-delay", "1h")
+		e.ok("backup", "delete", "later", "--yes", "--no-plugins")
+		c := startAPI(t, e, "--no-plugins")
+		addr := strings.TrimPrefix(c.base, "http://")
+
+		r := e.ok("console", "url", "--api-addr", addr, "--role", "operator")
+		loginURL := strings.TrimSpace(r.stdout)
+		require.True(t, strings.HasPrefix(loginURL, c.base+"/login?token=lethe_"), loginURL)
+		name := regexp.MustCompile(`console-[0-9a-f]{8}`).FindString(r.stderr)
+		require.NotEmpty(t, name, r.stderr)
+		requireOneErrorLine(t, e.run("console", "url"), "--api-addr is required")
+		// A login is no bearer token.
+		secret := strings.TrimPrefix(loginURL, c.base+"/login?token=")
+		requireProblem(t, c.do("GET", "/api/v1/whoami", secret), http.StatusUnauthorized, "")
+
+		op := newBrowser(t, nil)
+		op.login(loginURL, false)
+		again := newBrowser(t, nil).do("GET", loginURL, nil)
+		require.Equal(t, http.StatusConflict, again.code, "a login URL works once: %s", again.body)
+		assert.Contains(t, again.body, "already used")
+
+		page := op.do("GET", c.base+"/", nil)
+		require.Equal(t, http.StatusOK, page.code, page.body)
+		assert.Contains(t, page.body, "<h1>Overview</h1>")
+		assert.Contains(t, page.body, "<th scope=\"row\">Backup</th><td>1</td><td>1</td><td>0</td>")
+		csp := page.header.Get("Content-Security-Policy")
+		assert.Contains(t, csp, "script-src 'self'")
+		assert.NotContains(t, csp, "unsafe-inline")
+		assert.NotContains(t, page.body, "<script")
+		assert.NotContains(t, page.body, "http://", "nothing from elsewhere (a CDN)")
+		css := op.do("GET", c.base+"/assets/style.css", nil)
+		require.Equal(t, http.StatusOK, css.code)
+		assert.Equal(t, "text/css; charset=utf-8", css.header.Get("Content-Type"))
+		var who struct{ Name, Role string }
+		op.do("GET", c.base+"/api/v1/whoami", nil).json(t, &who)
+		assert.Equal(t, name, who.Name, "the session works for the API too")
+
+		trash := op.do("GET", c.base+"/trash", nil)
+		require.Equal(t, http.StatusOK, trash.code, trash.body)
+		assert.Contains(t, trash.body, "<td>later</td>")
+		assert.NotContains(t, trash.body, "<td>keep</td>")
+		assert.Contains(t, trash.body, "lethe undelete backup later")
+		assert.NotContains(t, trash.body, " disabled")
+		m := csrfRe.FindStringSubmatch(trash.body)
+		require.Len(t, m, 2, trash.body)
+		csrf := m[1]
+		form := url.Values{"kind": {"Backup"}, "name": {"later"}}
+
+		// Refused: no anti-CSRF token, a wrong one, another site.
+		for _, tc := range []struct {
+			csrf, site, want string
+		}{
+			{"", "same-origin", "anti-CSRF"},
+			{"wrong", "same-origin", "anti-CSRF"},
+			{csrf, "cross-site", "cross-site request refused"},
+		} {
+			f := url.Values{"kind": form["kind"], "name": form["name"], "csrf": {tc.csrf}}
+			r := op.do("POST", c.base+"/trash/undelete", f, "Sec-Fetch-Site", tc.site)
+			require.Equal(t, http.StatusForbidden, r.code, "%+v: %s", tc, r.body)
+			assert.Contains(t, r.body, tc.want)
+		}
+		assert.Equal(t, "Scheduled", e.get("later").Phase, "refused writes change nothing")
+
+		// A viewer's console: the button is disabled, the write refused.
+		vr := e.ok("console", "url", "--api-addr", addr)
+		viewer := newBrowser(t, nil)
+		viewer.login(strings.TrimSpace(vr.stdout), false)
+		vt := viewer.do("GET", c.base+"/trash", nil)
+		assert.Contains(t, vt.body, " disabled")
+		vcsrf := csrfRe.FindStringSubmatch(vt.body)[1]
+		f := url.Values{"kind": form["kind"], "name": form["name"], "csrf": {vcsrf}}
+		vw := viewer.do("POST", c.base+"/trash/undelete", f, "Sec-Fetch-Site", "same-origin")
+		require.Equal(t, http.StatusForbidden, vw.code, vw.body)
+		assert.Contains(t, vw.body, "writes need an operator token")
+
+		// Undelete: the CLI sees it; the audit names the login.
+		form.Set("csrf", csrf)
+		u := op.do("POST", c.base+"/trash/undelete", form, "Sec-Fetch-Site", "same-origin")
+		require.Equal(t, http.StatusSeeOther, u.code, u.body)
+		assert.Equal(t, "/trash?undeleted=Backup%2Flater", u.header.Get("Location"))
+		assert.Equal(t, "Active", e.get("later").Phase)
+		audit := e.ok("audit", "--kind", "Backup", "--name", "later").stdout
+		assert.Contains(t, audit, "token:"+name)
+		assert.Contains(t, op.do("GET", c.base+"/trash", nil).body, "The trash is empty.")
+
+		// Revoking the login ends its session at once.
+		e.ok("token", "revoke", name)
+		gone := op.do("GET", c.base+"/", nil)
+		require.Equal(t, http.StatusUnauthorized, gone.code)
+		assert.Contains(t, gone.body, "lethe console url")
+	})
+}
