@@ -91,3 +91,10 @@ func (e *StaleTermError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrStaleTerm) true.
 func (e *StaleTermError) Unwrap() error { return ErrStaleTerm }
+
+// DiskReporter is a store that remembers when a write last failed with
+// ErrDiskFull (the zero time: never, or a write committed since), so that
+// a server can say so in its readiness while the disk stays full.
+type DiskReporter interface {
+	LastDiskFull() time.Time
+}

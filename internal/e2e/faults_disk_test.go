@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,10 +111,16 @@ func TestFaultSQLiteDiskFullStopsCleanlyAndResumes(t *testing.T) {
 	require.Contains(t, res.stderr, "lethe.db: the catalog's disk is full: nothing was written; writes resume once space is freed", "%s", res)
 	_, err = os.Stat(filepath.Join(e.storageDir(), "backups", "while-full"))
 	require.ErrorIs(t, err, os.ErrNotExist, "a refused create leaves nothing in the storage")
+	// The replica says so: /readyz answers 503, naming the full disk.
+	body := waitReadyz(ctx, t, r, http.StatusServiceUnavailable)
+	require.Contains(t, body, `"catalog disk full"`, body)
 	require.True(t, sleepCtx(ctx, full))
 	f.requireAllRunning()
 	require.NoError(t, os.Remove(filler))
 	freedAt := time.Now()
+	// And is ready again once a write goes through.
+	waitReadyz(ctx, t, r, http.StatusOK)
+	t.Logf("ready again %s after the disk was freed", time.Since(freedAt).Round(100*time.Millisecond))
 
 	waitLoad()
 	names := f.registered()
@@ -137,4 +146,24 @@ func TestFaultSQLiteDiskFullStopsCleanlyAndResumes(t *testing.T) {
 	t.Logf("FIGURE disk-full: catalog disk full for %s, purged before %d, during %d; first purge %s after it was freed; %.2f purges/s after; all %d purged %s after",
 		full, countPurgedBefore(rep.PurgedAt, fullAt), countPurgedBefore(rep.PurgedAt, freedAt)-countPurgedBefore(rep.PurgedAt, fullAt),
 		first.Round(time.Millisecond), rate(rep.PurgedAt, freedAt, done), len(rep.PurgedAt), done.Sub(freedAt).Round(time.Second))
+}
+
+// waitReadyz polls the replica's /readyz until it answers code, and
+// returns the body.
+func waitReadyz(ctx context.Context, t *testing.T, r *replica, code int) string {
+	t.Helper()
+	var last string
+	for {
+		if resp, err := http.Get("http://" + r.addr + "/readyz"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+			if resp.StatusCode == code {
+				return string(b)
+			}
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			t.Fatalf("%s's /readyz never answered %d; last: %s", r.name, code, last)
+		}
+	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -22,6 +24,10 @@ type Readiness struct {
 	Leader  string   `json:"leader,omitempty"` // the current leader, as last seen
 	Reasons []string `json:"reasons,omitempty"`
 }
+
+// DiskFullWindow is how long after a write refused for a full catalog
+// disk /readyz says so, unless a write commits sooner.
+const DiskFullWindow = 15 * time.Second
 
 // Handler serves /metrics, /healthz and /readyz; any other path is a 404.
 func (s *Server) Handler() http.Handler {
@@ -71,6 +77,14 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 	if _, err := s.cfg.Store.CurrentVersion(cctx); err != nil {
 		rd.Catalog = err.Error()
 		rd.Reasons = append(rd.Reasons, "catalog unreachable")
+	} else if dr, ok := s.cfg.Store.(catalog.DiskReporter); ok {
+		// Reads still answer on a full disk: a write refused for it
+		// lately (the loops retry every second or so) says the replica
+		// can change nothing.
+		if at := dr.LastDiskFull(); !at.IsZero() && time.Since(at) < DiskFullWindow {
+			rd.Catalog = fmt.Sprintf("disk full: a write was refused at %s", at.UTC().Format(time.RFC3339))
+			rd.Reasons = append(rd.Reasons, "catalog disk full")
+		}
 	}
 	if s.cfg.Plugins != nil {
 		n := s.cfg.Plugins()

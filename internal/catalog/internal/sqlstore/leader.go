@@ -146,12 +146,16 @@ func (s *Store) GetLeader(ctx context.Context, name string) (*catalog.LeaderLeas
 // but the leader lease's own goes through it.
 func (s *Store) writeTx(ctx context.Context, fn func(Querier) error) error {
 	f := catalog.LeaderFenceFrom(ctx)
-	return s.b.WriteTx(ctx, func(q Querier) error {
+	err := s.b.WriteTx(ctx, func(q Querier) error {
 		if err := s.checkLeaderFence(ctx, q, f, s.clock()); err != nil {
 			return err
 		}
 		return fn(q)
 	})
+	if err == nil {
+		s.wrote.Store(time.Now().UnixNano())
+	}
+	return err
 }
 
 // checkLeaderFence fails with a *catalog.StaleTermError unless f's holder

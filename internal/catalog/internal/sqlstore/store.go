@@ -3,10 +3,12 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -30,6 +32,12 @@ type Store struct {
 	closeErr  error
 
 	wake wakeHub
+
+	// diskFull is when a write last failed because the catalog's disk is
+	// full (Unix nanoseconds; 0: never).
+	diskFull atomic.Int64
+	// wrote is when a write transaction last committed.
+	wrote atomic.Int64
 }
 
 var _ catalog.Store = (*Store)(nil)
@@ -58,7 +66,20 @@ func (s *Store) mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	return s.b.MapError(err)
+	err = s.b.MapError(err)
+	if errors.Is(err, catalog.ErrDiskFull) {
+		s.diskFull.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+// LastDiskFull implements catalog.DiskReporter: a write committed since
+// clears it.
+func (s *Store) LastDiskFull() time.Time {
+	if n := s.diskFull.Load(); n != 0 && n > s.wrote.Load() {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 const (
