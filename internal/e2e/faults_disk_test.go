@@ -148,10 +148,12 @@ func TestFaultSQLiteDiskFullStopsCleanlyAndResumes(t *testing.T) {
 		first.Round(time.Millisecond), rate(rep.PurgedAt, freedAt, done), len(rep.PurgedAt), done.Sub(freedAt).Round(time.Second))
 }
 
-// waitReadyz polls the replica's /readyz until it answers code, and
-// returns the body.
+// waitReadyz polls the replica's /readyz until it answers code (for at
+// most 30 s), and returns the body.
 func waitReadyz(ctx context.Context, t *testing.T, r *replica, code int) string {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	var last string
 	for {
 		if resp, err := http.Get("http://" + r.addr + "/readyz"); err == nil {
