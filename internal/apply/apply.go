@@ -214,6 +214,9 @@ type Options struct {
 	// chunkTaken, in tests, is told after each document the engine takes
 	// how many it has taken since it last planned a chunk.
 	chunkTaken func(n int)
+	// cycleStep, in tests, is told of each step of the cycle check: a
+	// resource visited, or one step of a walk from a resource on a cycle.
+	cycleStep func()
 }
 
 // RefusedError is an apply refused while planning: nothing was written.

@@ -15,16 +15,11 @@ import (
 // again inside the write's transaction, so that two applies racing
 // cannot store one; this check says it before anything is written, dry
 // run included.
-func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
-	type up struct {
-		uid string // the upstream end
-		via string
+func (e *Engine) checkCycles(ctx context.Context, p *plan, step func()) error {
+	if step == nil {
+		step = func() {}
 	}
-	type node struct {
-		key catalog.Key
-		ups []up
-	}
-	nodes := map[string]*node{}
+	nodes := map[string]*cycleNode{}
 	// uidOf follows a reference by its target's key, as the catalog's
 	// check in the write does (its reference edges name no uid): a
 	// reference whose uid is not its target's still holds it.
@@ -48,10 +43,10 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		}
 		return r.UID, nil
 	}
-	mk := func(key catalog.Key, owners []catalog.OwnerRef, refs []catalog.Reference) (*node, error) {
-		n := &node{key: key}
+	mk := func(key catalog.Key, owners []catalog.OwnerRef, refs []catalog.Reference) (*cycleNode, error) {
+		n := &cycleNode{key: key}
 		for _, o := range owners {
-			n.ups = append(n.ups, up{o.UID, catalog.ViaOwner})
+			n.ups = append(n.ups, cycleUp{o.UID, catalog.ViaOwner})
 		}
 		for _, ref := range refs {
 			via := catalog.ViaBlock
@@ -67,13 +62,13 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 				return nil, err
 			}
 			if uid != "" {
-				n.ups = append(n.ups, up{uid, via})
+				n.ups = append(n.ups, cycleUp{uid, via})
 			}
 		}
 		return n, nil
 	}
 	for _, it := range p.items {
-		var n *node
+		var n *cycleNode
 		var uid string
 		var err error
 		puid, owners, refs, planned := it.planned()
@@ -95,7 +90,7 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		}
 		nodes[uid] = n
 	}
-	get := func(uid string) (*node, error) {
+	get := func(uid string) (*cycleNode, error) {
 		if n, ok := nodes[uid]; ok {
 			return n, nil
 		}
@@ -111,10 +106,14 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		nodes[uid] = n
 		return n, err
 	}
+	onCycle, err := cycleNodes(p, nodes, get, step)
+	if err != nil {
+		return err
+	}
 	for _, it := range p.items {
 		start, _, _, planned := it.planned()
-		if !planned || nodes[start] == nil {
-			continue // no edge up from it: on no cycle
+		if !planned || nodes[start] == nil || !onCycle[start] {
+			continue // on no cycle
 		}
 		// reached[u] is the edge u → child by which the walk reached u.
 		type hop struct{ child, via string }
@@ -124,6 +123,7 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		for len(frontier) > 0 && closing == nil {
 			var next []string
 			for _, uid := range frontier {
+				step()
 				n, err := get(uid)
 				if err != nil {
 					return err
@@ -169,6 +169,105 @@ func (e *Engine) checkCycles(ctx context.Context, p *plan) error {
 		return refuse(&cycleRefusal{it.document().Errorf(field, "%s: none of them could ever be purged", catalog.FormatCycle(edges)), &catalog.CycleError{Edges: edges}})
 	}
 	return nil
+}
+
+// cycleUp is an edge up from a resource: to an owner, or to the target of
+// a block or cascade reference.
+type cycleUp struct {
+	uid string // the upstream end
+	via string
+}
+
+// cycleNode is a resource as the cycle check sees it: nil when it has no
+// edge up.
+type cycleNode struct {
+	key catalog.Key
+	ups []cycleUp
+}
+
+// cycleNodes returns the resources on a cycle (a strongly connected part
+// of the graph of more than one, or one with an edge to itself), among
+// those reachable upwards from the planned resources. It visits each
+// once (Tarjan's algorithm, without recursion): a walk from each planned
+// resource, as the check did, read a long chain once per link.
+func cycleNodes(p *plan, nodes map[string]*cycleNode, get func(uid string) (*cycleNode, error), step func()) (map[string]bool, error) {
+	index, low := map[string]int{}, map[string]int{}
+	onStack := map[string]bool{}
+	var stack []string
+	onCycle := map[string]bool{}
+	type frame struct {
+		u   string
+		ups []cycleUp
+		i   int
+	}
+	var calls []frame
+	visit := func(u string) error {
+		step()
+		index[u], low[u] = len(index), len(index)
+		stack = append(stack, u)
+		onStack[u] = true
+		n, err := get(u)
+		if err != nil {
+			return err
+		}
+		var ups []cycleUp
+		if n != nil {
+			ups = n.ups
+		}
+		calls = append(calls, frame{u: u, ups: ups})
+		return nil
+	}
+	for _, it := range p.items {
+		start, _, _, planned := it.planned()
+		if !planned || nodes[start] == nil {
+			continue
+		}
+		if _, seen := index[start]; seen {
+			continue
+		}
+		if err := visit(start); err != nil {
+			return nil, err
+		}
+		for len(calls) > 0 {
+			top := &calls[len(calls)-1]
+			if top.i < len(top.ups) {
+				v := top.ups[top.i].uid
+				top.i++
+				switch _, seen := index[v]; {
+				case v == top.u:
+					onCycle[v] = true
+				case !seen:
+					if err := visit(v); err != nil {
+						return nil, err
+					}
+				case onStack[v]:
+					low[top.u] = min(low[top.u], index[v])
+				}
+				continue
+			}
+			u := top.u
+			calls = calls[:len(calls)-1]
+			if low[u] == index[u] {
+				i := len(stack) - 1
+				for stack[i] != u {
+					i--
+				}
+				scc := stack[i:]
+				for _, w := range scc {
+					onStack[w] = false
+					if len(scc) > 1 {
+						onCycle[w] = true
+					}
+				}
+				stack = stack[:i]
+			}
+			if len(calls) > 0 {
+				parent := calls[len(calls)-1].u
+				low[parent] = min(low[parent], low[u])
+			}
+		}
+	}
+	return onCycle, nil
 }
 
 // cycleRefusal is a cycle found while planning: the document's error, and

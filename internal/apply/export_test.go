@@ -6,3 +6,7 @@ func WithChunkTaken(o *Options, f func(n int)) { o.chunkTaken = f }
 
 // ReadChunk is readChunk.
 const ReadChunk = readChunk
+
+// WithCycleStep sets Options.cycleStep: f is told of each step of the
+// cycle check.
+func WithCycleStep(o *Options, f func()) { o.cycleStep = f }

@@ -176,7 +176,7 @@ func (e *Engine) plan(ctx context.Context, n int, docs iter.Seq[*manifest.Docume
 			return nil, err
 		}
 	}
-	if err := e.checkCycles(ctx, p); err != nil {
+	if err := e.checkCycles(ctx, p, opts.cycleStep); err != nil {
 		return nil, err
 	}
 	for _, b := range bundles {

@@ -2,12 +2,15 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/termtext"
 )
 
 // Graph: the owner and reference edges, written with each resource and read
@@ -185,16 +188,97 @@ WHERE r.uid IN (` + in + `) AND e.on_target_delete IN ('block', 'cascade')`, Arg
 		}
 	}
 	slices.Sort(out)
-	for _, uid := range slices.Compact(out) {
-		edges, err := s.cycleThrough(ctx, q, uid)
-		if err != nil || edges != nil {
-			if err == nil {
-				err = &catalog.CycleError{Edges: edges}
+	on, err := s.nodeOnACycle(ctx, q, slices.Compact(out))
+	if err != nil || on == "" {
+		return err
+	}
+	edges, err := s.cycleThrough(ctx, q, on)
+	if err != nil {
+		return err
+	}
+	if edges == nil {
+		return fmt.Errorf("catalog: %s is on a cycle of the graph, but no walk from it finds one", termtext.Quote(on))
+	}
+	return &catalog.CycleError{Edges: edges}
+}
+
+// nodeOnACycle walks upwards from every start at once, reading each
+// resource's owners and block or cascade targets once, and returns a
+// resource on a cycle of what it read, or "". One walk for all the
+// starts keeps a write of a long chain (each link a start) linear: a walk
+// per start read the chain above it again for each.
+func (s *Store) nodeOnACycle(ctx context.Context, q Querier, starts []string) (string, error) {
+	up := map[string][]string{} // a resource → its parents, as read
+	frontier := starts
+	for _, u := range starts {
+		up[u] = nil
+	}
+	for len(frontier) > 0 {
+		var next []string
+		for chunk := range slices.Chunk(frontier, cycleChunk) {
+			in := placeholders(len(chunk))
+			err := q.QueryBatch(ctx, []Stmt{
+				{SQL: `SELECT dependent_uid, owner_uid FROM owner_edges WHERE dependent_uid IN (` + in + `)`, Args: anyArgs(chunk)},
+				{SQL: `SELECT e.referrer_uid, r.uid FROM reference_edges e JOIN resources r
+ON r.kind = e.target_kind AND r.namespace = e.target_namespace AND r.name = e.target_name
+WHERE e.referrer_uid IN (` + in + `) AND e.on_target_delete IN ('block', 'cascade')`, Args: anyArgs(chunk)},
+			}, func(_ int, rows Rows) error {
+				for rows.Next() {
+					var child, parent string
+					if err := rows.Scan(&child, &parent); err != nil {
+						return err
+					}
+					up[child] = append(up[child], parent)
+					if _, seen := up[parent]; !seen {
+						up[parent] = nil
+						next = append(next, parent)
+					}
+				}
+				return rows.Err()
+			})
+			if err != nil {
+				return "", err
 			}
-			return err
+		}
+		frontier = next
+	}
+	// A depth-first search of what was read: an edge back to a resource
+	// on the current path closes a cycle.
+	const (
+		white = iota
+		grey
+		black
+	)
+	colour := make(map[string]int, len(up))
+	type frame struct {
+		u    string
+		next int
+	}
+	for _, root := range slices.Sorted(maps.Keys(up)) {
+		if colour[root] != white {
+			continue
+		}
+		colour[root] = grey
+		stack := []frame{{u: root}}
+		for len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			if top.next == len(up[top.u]) {
+				colour[top.u] = black
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			v := up[top.u][top.next]
+			top.next++
+			switch colour[v] {
+			case grey:
+				return v, nil
+			case white:
+				colour[v] = grey
+				stack = append(stack, frame{u: v})
+			}
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // cycleThrough walks upwards from start and returns the cycle through it,
