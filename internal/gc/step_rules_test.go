@@ -1,0 +1,125 @@
+package gc_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/gc"
+)
+
+// The rules of one collector step (step.go) that the mutation sweep found
+// unpinned: which dependents an owner waits for when the catalog's batch
+// refuses them, or when another step moved them to Deleting first, and a
+// step that loses such a race going on with the rest of its work.
+
+// stepOnce moves r to Deleting with prop (gc.Collector.Delete, which only
+// queues it) and runs one claimed step of it with c.
+func stepOnce(t *testing.T, f *fixture, c *gc.Collector, r *catalog.Resource, prop gc.Propagation) {
+	t.Helper()
+	_, err := c.Delete(f.ctx, r.Key(), gc.DeleteOptions{Propagation: prop})
+	require.NoError(t, err)
+	w, err := f.st.ClaimKey(f.ctx, gc.Queue, r.UID, "test", 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, c.StepClaimed(f.ctx, w))
+}
+
+// TestOnlyABlockingDependentHoldsAForegroundOwnerWhenTheBatchRefusesIt:
+// a dependent with no finalizer takes the batch path; when the catalog
+// refuses it there (a live block referrer holds it), the step moves it to
+// Deleting on its own, and the owner waits for it only if the owner is
+// Foreground and the edge has blockOwnerDeletion (DESIGN §6). A
+// Background owner, or a Foreground one whose edge does not block, is
+// purged while the dependent waits for its referrer.
+func TestOnlyABlockingDependentHoldsAForegroundOwnerWhenTheBatchRefusesIt(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		for _, tc := range []struct {
+			name  string
+			prop  gc.Propagation
+			block bool
+			waits bool
+		}{
+			{"background-blocking", gc.Background, true, false},
+			{"foreground-nonblocking", gc.Foreground, false, false},
+			{"foreground-blocking", gc.Foreground, true, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				o := f.res("App", "o-"+tc.name)
+				d := f.res("Volume", "d-"+tc.name, ownedBy(o, tc.block))
+				f.res("Restore", "user-"+tc.name, refTo(d, catalog.RefBlock))
+				stepOnce(t, f, f.c, o, tc.prop)
+				xd := f.requirePhase(d, catalog.PhaseDeleting)
+				require.Equal(t, "BlockedByReferrer", stuck(xd).Reason)
+				if !tc.waits {
+					f.requirePurged(o)
+					return
+				}
+				xo := f.requirePhase(o, catalog.PhaseDeleting)
+				require.Contains(t, xo.Finalizers, catalog.FinalizerCascade)
+			})
+		}
+	})
+}
+
+// TestOnlyABlockingDependentHoldsAForegroundOwnerWhenAnotherStepMovedItFirst:
+// the same rule when the batch refused the dependent (a dependent of its
+// own holds it) and another step moved it to Deleting before this one
+// could (the catalog refuses this step's move): a Background owner, or a
+// Foreground one whose edge does not block, does not wait for it.
+func TestOnlyABlockingDependentHoldsAForegroundOwnerWhenAnotherStepMovedItFirst(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		for _, tc := range []struct {
+			name  string
+			prop  gc.Propagation
+			block bool
+			waits bool
+		}{
+			{"background-blocking", gc.Background, true, false},
+			{"foreground-nonblocking", gc.Foreground, false, false},
+			{"foreground-blocking", gc.Foreground, true, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				o := f.res("App", "o-"+tc.name)
+				d := f.res("Volume", "d-"+tc.name, ownedBy(o, tc.block))
+				f.res("Snapshot", "below-"+tc.name, ownedBy(d, true), finalizer("example.com/hold"))
+				es := &enterFirst{Store: st, key: d.Key()}
+				c, err := gc.New(gc.Config{Store: es, NoPlugins: true, Parallel: 1, PollInterval: 50 * time.Millisecond, Recheck: time.Hour, LeaseTTL: 5 * time.Second})
+				require.NoError(t, err)
+				stepOnce(t, f, c, o, tc.prop)
+				require.True(t, es.won, "the other collector moved %s first", d.Key())
+				f.requirePhase(d, catalog.PhaseDeleting)
+				if !tc.waits {
+					f.requirePurged(o)
+					return
+				}
+				f.requirePhase(o, catalog.PhaseDeleting)
+			})
+		}
+	})
+}
+
+// TestAStepThatLosesTheRaceForADependentStillHandlesTheOwnersReferrers:
+// when another step moved a blocking dependent to Deleting first, the
+// owner's step still waits for it and goes on with the rest of its
+// work in the same step: its cascade referrer is deleted (and, holding
+// nothing, purged) at once.
+func TestAStepThatLosesTheRaceForADependentStillHandlesTheOwnersReferrers(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		o := f.res("Account", "o")
+		d := f.res("Project", "d", ownedBy(o, true), finalizer("example.com/hold"))
+		x := f.res("Project", "x", refTo(o, catalog.RefCascade))
+		es := &enterFirst{Store: st, key: d.Key()}
+		c, err := gc.New(gc.Config{Store: es, NoPlugins: true, Parallel: 1, PollInterval: 50 * time.Millisecond, Recheck: time.Hour, LeaseTTL: 5 * time.Second})
+		require.NoError(t, err)
+		stepOnce(t, f, c, o, gc.Foreground)
+		require.True(t, es.won, "the other collector moved %s first", d.Key())
+		f.requirePhase(d, catalog.PhaseDeleting)
+		f.requirePhase(o, catalog.PhaseDeleting)
+		f.requirePurged(x)
+	})
+}
