@@ -123,3 +123,29 @@ func TestAStepThatLosesTheRaceForADependentStillHandlesTheOwnersReferrers(t *tes
 		f.requirePurged(x)
 	})
 }
+
+// TestAForegroundTargetWaitsForACascadeReferrerInItsGraceWindow: a
+// cascade referrer with its own deletion delay is Scheduled by the
+// cascade (DESIGN §6); a Foreground target stays Deleting until it is
+// purged, saying it waits for the window, while a Background target is
+// purged at once and leaves the referrer in its window.
+func TestAForegroundTargetWaitsForACascadeReferrerInItsGraceWindow(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		for _, prop := range []gc.Propagation{gc.Foreground, gc.Background} {
+			t.Run(string(prop), func(t *testing.T) {
+				a := f.res("Account", "a-"+string(prop))
+				x := f.res("Report", "x-"+string(prop), refTo(a, catalog.RefCascade), delay("2h"))
+				stepOnce(t, f, f.c, a, prop)
+				f.requirePhase(x, catalog.PhaseScheduled)
+				if prop == gc.Background {
+					f.requirePurged(a)
+					return
+				}
+				xa := f.requirePhase(a, catalog.PhaseDeleting)
+				require.Contains(t, xa.Finalizers, catalog.FinalizerCascade)
+				require.Equal(t, gc.ReasonGraceWindow, stuck(xa).Reason)
+			})
+		}
+	})
+}
