@@ -149,3 +149,30 @@ func TestAForegroundTargetWaitsForACascadeReferrerInItsGraceWindow(t *testing.T)
 		}
 	})
 }
+
+// TestAStepThatLosesTheRaceForACascadeReferrerStillStepsWhatItMovedToDeleting:
+// when another step moved a cascade referrer to Deleting first, the
+// target's step still waits for it and goes on in the same step: the
+// dependent it moved to Deleting is stepped at once (a user finalizer
+// holds it: DeletionStuck says so) and the target's own DeletionStuck
+// names that dependent.
+func TestAStepThatLosesTheRaceForACascadeReferrerStillStepsWhatItMovedToDeleting(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		o := f.res("Account", "o")
+		d := f.res("Project", "d", ownedBy(o, true), finalizer("example.com/hold"))
+		x := f.res("Report", "x", refTo(o, catalog.RefCascade), finalizer("example.com/hold"))
+		es := &enterFirst{Store: st, key: x.Key()}
+		c, err := gc.New(gc.Config{Store: es, NoPlugins: true, Parallel: 1, PollInterval: 50 * time.Millisecond, Recheck: time.Hour, LeaseTTL: 5 * time.Second})
+		require.NoError(t, err)
+		stepOnce(t, f, c, o, gc.Foreground)
+		require.True(t, es.won, "the other collector moved %s first", x.Key())
+		f.requirePhase(x, catalog.PhaseDeleting)
+		xd := f.requirePhase(d, catalog.PhaseDeleting)
+		require.NotNil(t, stuck(xd), "the dependent was stepped in the same step")
+		require.Equal(t, "WaitingForFinalizer", stuck(xd).Reason)
+		xo := f.requirePhase(o, catalog.PhaseDeleting)
+		require.NotNil(t, stuck(xo))
+		require.Equal(t, "DependentStuck", stuck(xo).Reason)
+	})
+}
