@@ -176,3 +176,20 @@ func TestAStepThatLosesTheRaceForACascadeReferrerStillStepsWhatItMovedToDeleting
 		require.Equal(t, "DependentStuck", stuck(xo).Reason)
 	})
 }
+
+// TestOneStepCarriesACascadeThroughItsCascadeReferrers: the step that
+// moves a target's cascade referrer to Deleting steps it at once, in
+// process, and a referrer that nothing holds is purged in that step;
+// the Foreground target, with nothing left to wait for, is purged in
+// the same step (DESIGN §6: the collector carries a cascade as far as
+// it can go now, without waiting for its own queue).
+func TestOneStepCarriesACascadeThroughItsCascadeReferrers(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		a := f.res("Account", "a")
+		x := f.res("Project", "x", refTo(a, catalog.RefCascade))
+		y := f.res("Project", "y", refTo(a, catalog.RefCascade))
+		stepOnce(t, f, f.c, a, gc.Foreground)
+		f.requirePurged(x, y, a)
+	})
+}
