@@ -182,7 +182,8 @@ func TestAStepThatLosesTheRaceForACascadeReferrerStillStepsWhatItMovedToDeleting
 // process, and a referrer that nothing holds is purged in that step;
 // the Foreground target, with nothing left to wait for, is purged in
 // the same step (DESIGN §6: the collector carries a cascade as far as
-// it can go now, without waiting for its own queue).
+// it can go now, without waiting for its own queue), and leaves no work
+// item behind for what it finished.
 func TestOneStepCarriesACascadeThroughItsCascadeReferrers(t *testing.T) {
 	onDrivers(t, func(t *testing.T, st catalog.Store) {
 		f := newFixture(t, st, false)
@@ -191,5 +192,10 @@ func TestOneStepCarriesACascadeThroughItsCascadeReferrers(t *testing.T) {
 		y := f.res("Project", "y", refTo(a, catalog.RefCascade))
 		stepOnce(t, f, f.c, a, gc.Foreground)
 		f.requirePurged(x, y, a)
+		// A resource the cascade moved to Deleting is queued only when its
+		// inline step leaves it waiting: none is left in the queue.
+		items, err := f.st.Claim(f.ctx, gc.Queue, "probe", time.Minute, 100)
+		require.NoError(t, err)
+		require.Empty(t, items, "no work item is left for a cascade one step finished")
 	})
 }
