@@ -1,6 +1,7 @@
 package gc_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -197,5 +198,37 @@ func TestOneStepCarriesACascadeThroughItsCascadeReferrers(t *testing.T) {
 		items, err := f.st.Claim(f.ctx, gc.Queue, "probe", time.Minute, 100)
 		require.NoError(t, err)
 		require.Empty(t, items, "no work item is left for a cascade one step finished")
+	})
+}
+
+// TestACascadeDeeperThanOneStepFollowsIsQueuedWhereTheStepStops: one step
+// follows a cascade in process down to gc.MaxInlineDepth; what it moves
+// to Deleting below that is queued, due at once, so that the collector
+// carries on from there (nothing Deleting is left without a work item),
+// and nothing above it is due again before its recheck.
+func TestACascadeDeeperThanOneStepFollowsIsQueuedWhereTheStepStops(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		n := gc.MaxInlineDepth + 3
+		chain := []*catalog.Resource{f.res("Node", "n00")}
+		for i := 1; i < n; i++ {
+			chain = append(chain, f.res("Node", fmt.Sprintf("n%02d", i), ownedBy(chain[i-1], true)))
+		}
+		stepOnce(t, f, f.c, chain[0], gc.Foreground)
+		for i, r := range chain {
+			if i <= gc.MaxInlineDepth+1 {
+				f.requirePhase(r, catalog.PhaseDeleting)
+			} else {
+				f.requirePhase(r, catalog.PhaseActive)
+			}
+		}
+		items, err := f.st.Claim(f.ctx, gc.Queue, "probe", time.Minute, 100)
+		require.NoError(t, err)
+		var due []string
+		for _, it := range items {
+			due = append(due, it.Key)
+		}
+		require.Equal(t, []string{chain[gc.MaxInlineDepth+1].UID}, due,
+			"the resource the step moved to Deleting past its depth is queued, due now; the ones it stepped wait for their recheck")
 	})
 }
