@@ -232,3 +232,25 @@ func TestACascadeDeeperThanOneStepFollowsIsQueuedWhereTheStepStops(t *testing.T)
 			"the resource the step moved to Deleting past its depth is queued, due now; the ones it stepped wait for their recheck")
 	})
 }
+
+// TestTheCascadeFinalizerGoesWhenOnlyABlockReferrerHolds: the cascade
+// finalizer goes once nothing of the cascade is left to wait for (DESIGN
+// §6), also when a live block referrer still holds the resource: it goes
+// on its own, and only the referrer is left to wait for.
+func TestTheCascadeFinalizerGoesWhenOnlyABlockReferrerHolds(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		held := f.res("Account", "held")
+		f.res("Restore", "user", refTo(held, catalog.RefBlock))
+		_, err := f.st.Delete(f.ctx, held.Key(), catalog.DeleteOptions{Propagation: catalog.PropagationForeground, Finalizers: []string{catalog.FinalizerCascade}})
+		require.NoError(t, err)
+		_, err = f.st.Enqueue(f.ctx, catalog.WorkItem{Queue: gc.Queue, Key: held.UID, RunAt: time.Now()})
+		require.NoError(t, err)
+		w, err := f.st.ClaimKey(f.ctx, gc.Queue, held.UID, "test", 5*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, f.c.StepClaimed(f.ctx, w))
+		xh := f.requirePhase(held, catalog.PhaseDeleting)
+		require.NotContains(t, xh.Finalizers, catalog.FinalizerCascade, "only the block referrer holds it")
+		require.Equal(t, "BlockedByReferrer", stuck(xh).Reason)
+	})
+}
