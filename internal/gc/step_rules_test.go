@@ -254,3 +254,19 @@ func TestTheCascadeFinalizerGoesWhenOnlyABlockReferrerHolds(t *testing.T) {
 		require.Equal(t, "BlockedByReferrer", stuck(xh).Reason)
 	})
 }
+
+// TestOnlyABackupIsHandedToTheBackupPipeline: a step hands a resource to
+// the backup deletion pipeline's queue only when it is a Backup that
+// nothing holds any more; a resource of another kind that waits (here for
+// a user finalizer) gets no item there.
+func TestOnlyABackupIsHandedToTheBackupPipeline(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, false)
+		w := f.res("Widget", "w", finalizer("example.com/hold"))
+		stepOnce(t, f, f.c, w, gc.Foreground)
+		require.Equal(t, "WaitingForFinalizer", stuck(f.requirePhase(w, catalog.PhaseDeleting)).Reason)
+		items, err := f.st.Claim(f.ctx, gc.BackupQueue, "probe", time.Minute, 100)
+		require.NoError(t, err)
+		require.Empty(t, items, "no backup deletion is queued for a Widget")
+	})
+}
