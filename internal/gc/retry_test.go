@@ -372,3 +372,31 @@ func TestDiscardAResourceRow(t *testing.T) {
 		f.requirePurged(w)
 	})
 }
+
+// TestAResourceWhosePluginsFinishedSaysWhatElseItWaitsFor: once every
+// plugin of a resource is done, its plugin row in the retry queue goes,
+// and a resource still held (here by a user finalizer) says what holds
+// it now (WaitingForFinalizer, with its own wait row), not an unfinished
+// plugin.
+func TestAResourceWhosePluginsFinishedSaysWhatElseItWaitsFor(t *testing.T) {
+	clock := catalogtest.NewClock(retryEpoch)
+	onDriversAt(t, clock.Now, func(t *testing.T, st catalog.Store) {
+		f := newRetryFixture(t, st, clock, 10)
+		w := f.res("Widget", "w", finalizer("example.com/hold"))
+		require.NoError(t, os.WriteFile(filepath.Join(f.locks, "w.lock"), []byte("1h"), 0o600))
+		require.Equal(t, gc.OutcomeStuck, f.del(w, gc.Foreground))
+		require.Equal(t, "PluginUnfinished", stuck(f.requirePhase(w, catalog.PhaseDeleting)).Reason)
+
+		require.NoError(t, os.Remove(filepath.Join(f.locks, "w.lock")))
+		clock.Advance(61 * time.Minute)
+		require.Positive(t, f.tick(), "the queue's collector steps it (its plugin row and its wait row are due)")
+		x := f.requirePhase(w, catalog.PhaseDeleting)
+		require.Equal(t, 1, f.count("test.lethe.io/a-first|widgets/prod/w"))
+		require.NotContains(t, x.Finalizers, catalog.FinalizerDeleteActions, "its plugins are done")
+		require.Equal(t, "WaitingForFinalizer", stuck(x).Reason)
+		rows := f.rows(w)
+		require.Len(t, rows, 1, "%+v", rows)
+		require.Equal(t, retry.KindWait, rows[0].Kind)
+		require.Equal(t, "finalizer:example.com/hold", rows[0].ItemID)
+	})
+}
