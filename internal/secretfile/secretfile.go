@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // MaxBytes caps a secret file: a secret is short, and a path that names
@@ -29,9 +30,10 @@ var ErrTooOpen = errors.New("readable or writable by group or others")
 // is not a regular file, or whose mode gives group or others any access
 // (chmod 600 fixes it), and a file that is empty or over MaxBytes. The
 // mode is checked on the opened file, so a rename between check and read
-// cannot swap it.
+// cannot swap it. The file is opened without blocking, so that a FIFO
+// (or a device) at path is refused rather than waited on forever.
 func Read(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package secretfile_test
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -42,4 +44,28 @@ func TestSecretFileEmptyOrNotRegularIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, "not a regular file")
 	_, err = secretfile.Read(write(t, 0o600, string(make([]byte, secretfile.MaxBytes+1))))
 	require.ErrorContains(t, err, "larger than")
+}
+
+// TestSecretFileThatIsAFIFOIsRefusedWithoutWaiting: a FIFO at the path
+// (with the owner-only mode a secret has) is refused as not a regular
+// file; opening it as a file would wait for a writer forever, and hang
+// `lethe server` at its start beyond the reach of SIGTERM.
+func TestSecretFileThatIsAFIFOIsRefusedWithoutWaiting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	done := make(chan error, 1)
+	go func() {
+		_, err := secretfile.Read(path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "not a regular file")
+	case <-time.After(10 * time.Second):
+		// Unblock the reader so that the test ends.
+		if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("Read waited on the FIFO for a writer")
+	}
 }
