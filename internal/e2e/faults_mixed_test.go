@@ -41,7 +41,7 @@ func TestFaultMixedLosesNothing(t *testing.T) {
 	var (
 		backups  = pick(6, 40)
 		items    = pick(20, 60)
-		snaps    = pick(40, 1000)
+		snaps    = pick(40, 100000)
 		each     = pick(4*time.Second, 15*time.Second)
 		loadTime = pick(15*time.Second, 90*time.Second)
 		deadline = pick(4*time.Minute, 30*time.Minute)
@@ -74,7 +74,7 @@ func TestFaultMixedLosesNothing(t *testing.T) {
 	e := newEnv(t, pluginFleet)
 	copyFile(t, filepath.Join(bin, pluginFleet), filepath.Join(e.pluginDir(), "crashrec"), 0o750)
 	e.extra = append(e.extra, "LETHE_STORE="+store, "LETHE_STORAGE="+s3.URL,
-		"LETHE_PLUGIN_ENV="+pluginFleet+":LETHE_RECORD_FILE="+e.record+
+		"LETHE_PLUGIN_ENV="+pluginFleet+":LETHE_RECORD_FILE="+e.record+"\n"+pluginFleet+":"+noPluginsEnv+"\ncrashrec:"+noPluginsEnv+
 			"\ncrashrec:LETHE_RECORD_FILE="+e.record+"\ncrashrec:LETHE_RECORD_PLUGINS="+crashy+"\ncrashrec:LETHE_RECORD_CRASH_EVERY=5"+
 			"\ncrashrec:LETHE_RECORD_CRASH_DIR="+t.TempDir())
 	e.ok("migrate")

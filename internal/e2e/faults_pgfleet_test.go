@@ -137,7 +137,7 @@ func pgFleetFault(t *testing.T, name, store string, inject func(ctx context.Cont
 	var (
 		backups  = pick(10, 60)
 		items    = pick(30, 60)
-		snaps    = pick(40, 1000)
+		snaps    = pick(40, 100000)
 		loadTime = pick(12*time.Second, 60*time.Second)
 		deadline = pick(3*time.Minute, 10*time.Minute)
 	)
@@ -146,7 +146,7 @@ func pgFleetFault(t *testing.T, name, store string, inject func(ctx context.Cont
 	storage := filepath.Join(t.TempDir(), "storage")
 	require.NoError(t, os.MkdirAll(storage, 0o750))
 	e.extra = append(e.extra, "LETHE_STORE="+store, "LETHE_STORAGE=file://"+storage,
-		"LETHE_PLUGIN_ENV="+pluginFleet+":LETHE_RECORD_FILE="+e.record+"\n"+pluginFleet+":LETHE_RECORD_SLEEP=2ms")
+		"LETHE_PLUGIN_ENV="+pluginFleet+":LETHE_RECORD_FILE="+e.record+"\n"+pluginFleet+":LETHE_RECORD_SLEEP=2ms\n"+pluginFleet+":"+noPluginsEnv)
 	e.ok("migrate")
 	e.ok("plugin", "lock")
 	f := newFaultRun(t, e)

@@ -49,8 +49,12 @@ var (
 
 type rec struct{ name string }
 
+// selector is LETHE_RECORD_LABEL_SELECTOR: the plugins take only what it
+// selects (everything by default).
+var selector string
+
 func (r *rec) AppliesTo(context.Context) (plugin.ResourceSelector, error) {
-	return plugin.ResourceSelector{}, nil
+	return plugin.ResourceSelector{LabelSelector: selector}, nil
 }
 
 func (r *rec) Execute(ctx context.Context, in *plugin.DeleteItemActionInput) error {
@@ -109,6 +113,7 @@ func main() {
 		crashEvery = n
 	}
 	crashDir = os.Getenv("LETHE_RECORD_CRASH_DIR")
+	selector = os.Getenv("LETHE_RECORD_LABEL_SELECTOR")
 	names := []string{"test.lethe.io/a-first", "test.lethe.io/b-second"}
 	if v := os.Getenv("LETHE_RECORD_PLUGINS"); v != "" {
 		names = strings.Split(v, ",")
