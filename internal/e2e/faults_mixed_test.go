@@ -161,7 +161,14 @@ func TestFaultMixedLosesNothing(t *testing.T) {
 	})
 	last := ended[len(ended)-1]
 	first, ok := recovery(rep.PurgedAt, last)
-	require.True(t, ok, "no purge after the last fault")
+	if !ok {
+		// Every backup was purged (the checker says so) before the
+		// last fault ended: the short run's few backups can all be done
+		// while the faults go on. Nothing to measure after it.
+		t.Logf("FIGURE mixed: %d faults in a row (%s each), %d plugin crashes; all %d purged before the last fault ended",
+			len(strikes), each, rep.Crashes, len(rep.PurgedAt))
+		return
+	}
 	t.Logf("FIGURE mixed: %d faults in a row (%s each), %d plugin crashes; first purge %s after the last ended; %.2f purges/s after; all %d purged %s after it",
 		len(strikes), each, rep.Crashes, first.Round(time.Millisecond), rate(rep.PurgedAt, last, done), len(rep.PurgedAt), done.Sub(last).Round(time.Second))
 }
