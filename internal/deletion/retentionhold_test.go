@@ -57,3 +57,45 @@ func TestUndeletingWhatAPolicyScheduledHoldsIt(t *testing.T) {
 	require.NotContains(t, r.Labels, retention.HoldLabel, "scheduled by hand: no hold")
 	require.NotContains(t, e.backup("by-hand").Resource.Labels, retention.HoldLabel)
 }
+
+// TestTheNewestScheduleDecidesTheHold: what decides the hold is who
+// scheduled the deletion being undone, the newest "schedule" entry, not
+// an earlier one. Scheduled by hand and undeleted, then scheduled by a
+// policy: undeleting that holds it, naming the policy. Scheduled by a
+// policy and undeleted with the hold taken off again, then scheduled by
+// hand: undeleting that puts no hold.
+func TestTheNewestScheduleDecidesTheHold(t *testing.T) {
+	e := newEnv(t)
+	delay := map[string]string{catalog.AnnotationDeletionDelay: "1h"}
+	e.addBackup("hand-then-policy", items(3), archivetest.Options{}, delay)
+	e.addBackup("policy-then-hand", items(3), archivetest.Options{}, delay)
+	schedule := func(actor, name string) {
+		t.Helper()
+		rep, err := e.del.Delete(catalog.WithActor(e.ctx, actor), name, deletion.Options{})
+		require.NoError(t, err)
+		require.Equal(t, deletion.ResultScheduled, rep.Result)
+	}
+	undelete := func(name string) *catalog.Resource {
+		t.Helper()
+		r, err := e.del.Undelete(catalog.WithActor(e.ctx, "bob"), name)
+		require.NoError(t, err)
+		require.Equal(t, catalog.PhaseActive, r.Phase)
+		return r
+	}
+
+	schedule("alice", "hand-then-policy")
+	require.NotContains(t, undelete("hand-then-policy").Labels, retention.HoldLabel)
+	schedule(retention.ActorPrefix+"p", "hand-then-policy")
+	r := undelete("hand-then-policy")
+	require.Equal(t, retention.HoldValue, r.Labels[retention.HoldLabel], "held: %v", r.Labels)
+	require.Contains(t, r.Annotations[deletion.AnnotationRetentionHold], "after RetentionPolicy p scheduled it")
+
+	schedule(retention.ActorPrefix+"p", "policy-then-hand")
+	r = undelete("policy-then-hand")
+	require.Equal(t, retention.HoldValue, r.Labels[retention.HoldLabel])
+	delete(r.Labels, retention.HoldLabel)
+	_, err := e.store.Update(e.ctx, r)
+	require.NoError(t, err)
+	schedule("alice", "policy-then-hand")
+	require.NotContains(t, undelete("policy-then-hand").Labels, retention.HoldLabel, "the newest schedule was by hand")
+}
