@@ -35,10 +35,11 @@ func (a *app) federationConfig() (*federation.Config, error) {
 
 // federationLoops are the loops of lethe server --federation: the
 // PeerService on the listener ln (bound before anything starts) and the
-// dispatcher of the peer outbox.
-func (a *app) federationLoops(cfg *federation.Config, ln net.Listener, holder string, poll time.Duration) []server.Loop {
+// dispatcher of the peer outbox, which counts its attempts in m.
+func (a *app) federationLoops(cfg *federation.Config, ln net.Listener, holder string, poll time.Duration, m *federation.Metrics) []server.Loop {
 	srv := federation.NewServer(cfg, a.store)
 	d := federation.NewDispatcher(cfg, a.store, holder)
+	d.Metrics = m
 	first := ln
 	return []server.Loop{
 		{Name: "peer service", Run: func(ctx context.Context) error {

@@ -185,8 +185,10 @@ lease is handed over); a second one aborts.`,
 				return err
 			}
 			var loops []server.Loop
+			var fedMetrics *federation.Metrics
 			if fed != nil {
-				loops = a.federationLoops(fed, fedLn, del.Holder(), time.Second)
+				fedMetrics = federation.NewMetrics(fed, a.store)
+				loops = a.federationLoops(fed, fedLn, del.Holder(), time.Second, fedMetrics)
 			}
 			var apiHandler http.Handler
 			if apiLn != nil {
@@ -222,6 +224,11 @@ lease is handed over); a second one aborts.`,
 			})
 			if err != nil {
 				return err
+			}
+			if fedMetrics != nil {
+				if err := srv.Registry().Register(fedMetrics); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(a.s.Err, "lethe server: catalog %s, storage %s, %s, version %s, holder %q; Ctrl-C to stop\n",
 				termtext.Quote(catalog.RedactURL(a.g.store)), termtext.Quote(a.blobs.URL()), counted(len(a.host.Plugins()), "plugin", "plugins"), Version, del.Holder())

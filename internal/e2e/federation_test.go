@@ -79,6 +79,7 @@ func (ca *testCA) issue(t *testing.T, dnsName string) (certFile, keyFile string)
 type fedPeer struct {
 	*env
 	name, listen, file string
+	metrics            string // the --metrics-addr of its last server
 }
 
 // newFedPeer writes name's federation file: its own listen address, the
@@ -143,7 +144,8 @@ func (p *fedPeer) peers(t *testing.T, probe bool) map[string]peerJSON {
 
 func (p *fedPeer) server(t *testing.T) *proc {
 	t.Helper()
-	return p.startLong(5*time.Minute, "server", "--no-plugins", "--federation", p.file, "--metrics-addr", freePort(t), "--poll-interval", "100ms")
+	p.metrics = freePort(t)
+	return p.startLong(5*time.Minute, "server", "--no-plugins", "--federation", p.file, "--metrics-addr", p.metrics, "--poll-interval", "100ms")
 }
 
 // fedEventually polls cond every 200ms for up to 30s.
@@ -206,6 +208,13 @@ func TestPeerReferenceRegistersABackReferenceAcrossServers(t *testing.T) {
 	e := eu.peers(t, true)["us"]
 	require.Equal(t, 1, e.BackReferences, "%+v", e)
 	require.Equal(t, "Reachable", e.State, "%+v", e)
+	// Each side's /metrics says the same, per peer.
+	fedEventually(t, "the accepted message counted", func() bool {
+		return scrapeMetric(t, us.metrics, `lethe_peer_messages_total{peer="eu",result="accepted"}`) == 1
+	}, usSrv)
+	require.Equal(t, 0.0, scrapeMetric(t, us.metrics, `lethe_peer_outbox_pending{peer="eu"}`))
+	require.Equal(t, 1.0, scrapeMetric(t, us.metrics, `lethe_peer_references{peer="eu",state="acknowledged"}`))
+	require.Equal(t, 1.0, scrapeMetric(t, eu.metrics, `lethe_peer_back_references{peer="us"}`))
 
 	// The stub holds its target on eu: a direct delete is refused, naming
 	// the remote referrer.
@@ -228,6 +237,9 @@ func TestPeerReferenceRegistersABackReferenceAcrossServers(t *testing.T) {
 		p := us.peers(t, false)["eu"]
 		return p.PendingMessages == 1 && p.LastError != ""
 	}, usSrv)
+	require.Equal(t, 1.0, scrapeMetric(t, us.metrics, `lethe_peer_outbox_pending{peer="eu"}`))
+	require.GreaterOrEqual(t, scrapeMetric(t, us.metrics, `lethe_peer_messages_total{peer="eu",result="unanswered"}`), 1.0)
+	require.Positive(t, scrapeMetric(t, us.metrics, `lethe_peer_outbox_oldest_pending_seconds{peer="eu"}`))
 	require.Equal(t, 1, eu.peers(t, false)["us"].BackReferences, "eu was not told")
 	r = eu.run("delete", "Database", "orders", "-n", "shop", "--yes")
 	require.NotEqual(t, 0, r.code, "%s", r)

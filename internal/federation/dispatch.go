@@ -44,6 +44,8 @@ type Dispatcher struct {
 	// before attempt n+1 (default: 1s doubling to 5m).
 	CallTimeout time.Duration
 	Backoff     func(attempts int) time.Duration
+	// Metrics, when set, count each attempt by peer and answer.
+	Metrics *Metrics
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -107,6 +109,7 @@ func (d *Dispatcher) RunOnce(ctx context.Context, limit int) (int, error) {
 	for _, m := range msgs {
 		a, err := d.deliver(ctx, m)
 		if err != nil {
+			d.Metrics.observe(m.Peer, ResultUnanswered)
 			next := time.Now().Add(d.Backoff(m.Attempts))
 			if rerr := d.store.RetryPeerMessage(ctx, m.ID, m.Lease, next, err.Error()); rerr != nil {
 				return answered, rerr
@@ -116,6 +119,11 @@ func (d *Dispatcher) RunOnce(ctx context.Context, limit int) (int, error) {
 		if err := d.store.AnswerPeerMessage(ctx, m.ID, m.Lease, *a); err != nil {
 			return answered, err
 		}
+		result := ResultAccepted
+		if !a.Accepted {
+			result = ResultRefused
+		}
+		d.Metrics.observe(m.Peer, result)
 		answered++
 	}
 	return answered, nil
