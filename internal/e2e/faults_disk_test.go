@@ -100,6 +100,7 @@ func TestFaultSQLiteDiskFullStopsCleanlyAndResumes(t *testing.T) {
 		f.requireAllRunning()
 		require.True(t, sleepCtx(ctx, 100*time.Millisecond), "no purge before the fault")
 	}
+	require.True(t, strikeLater(ctx, t))
 	filler := filepath.Join(disk, "filler")
 	fullAt := time.Now()
 	n := fillDisk(t, filler)

@@ -3,11 +3,9 @@ package e2e
 import (
 	"context"
 	"database/sql"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -48,14 +46,7 @@ func TestFaultMixedLosesNothing(t *testing.T) {
 	)
 	const leases = 3 * time.Second
 	const crashy = "test.lethe.io/c-crashy"
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("LETHE_FAULTS_SEED"); v != "" {
-		var err error
-		seed, err = strconv.ParseUint(v, 10, 64)
-		require.NoError(t, err, "LETHE_FAULTS_SEED")
-	}
-	t.Logf("seed %d (LETHE_FAULTS_SEED=%d replays this order)", seed, seed)
-	rnd := rand.New(rand.NewPCG(seed, seed))
+	rnd := faultRand(t)
 
 	store := createDatabase(t, admin)
 	u, err := url.Parse(store)

@@ -115,6 +115,7 @@ func postgresFault(t *testing.T, kind string) {
 	}
 	e.ok("backup", "delete", "cascade", "--yes", "--async")
 	waitAnyHolding(ctx, t, st, 3)
+	require.True(t, strikeLater(ctx, t))
 
 	cutAt := time.Now()
 	if kind == "partition" {

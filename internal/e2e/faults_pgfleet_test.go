@@ -171,6 +171,7 @@ func pgFleetFault(t *testing.T, name, store string, inject func(ctx context.Cont
 	}
 	e.ok("backup", "delete", "cascade", "--yes", "--async")
 	waitAnyHolding(ctx, t, st, 3)
+	require.True(t, strikeLater(ctx, t))
 
 	began := time.Now()
 	ended := inject(ctx, f, st)

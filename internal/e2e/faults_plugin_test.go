@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,10 +60,19 @@ func TestFaultPluginCrashStormLosesNoItemAndOtherPluginsGoOn(t *testing.T) {
 		r := f.startReplica("r1", "--workers", "2", "--poll-interval", "1s", "--retry-backoff", "1s")
 		waitReady(ctx, t, r)
 		began := time.Now()
+		pace := followRecord(ctx, e.record)
 		f.load("storm", backups, items, time.Second, loadTime)()
 		names := f.registered()
 		f.waitPurged(ctx, e.catalog(), names)
 		took := time.Since(began)
+		// Each plugin's own pace: the storm's binary's plugin against the
+		// other binary's, which must keep theirs (a figure, not an
+		// assertion: wall-clock time is for benchmarks).
+		time.Sleep(200 * time.Millisecond) // the follower's last poll
+		paces := pace.summary(began)
+		for _, pl := range []string{"test.lethe.io/a-first", "test.lethe.io/b-second", crashy} {
+			t.Logf("FIGURE plugin-pace storm=%v %s: %s", storm, pl, paces[pl])
+		}
 		restarts := scrapeMetric(t, r.addr, `lethe_plugin_restarts_total{plugin="`+crashy+`"}`)
 		messages := f.stop()
 		t.Logf("log messages: %v", messages)
@@ -91,4 +106,85 @@ func TestFaultPluginCrashStormLosesNoItemAndOtherPluginsGoOn(t *testing.T) {
 		storm := run(t, true)
 		t.Logf("the storm took %.2f× the baseline's time (the load alone takes %s of either)", storm.Seconds()/base.Seconds(), loadTime)
 	})
+}
+
+// recordPace follows a fleetrec record file while a run goes on and
+// notes, for each plugin, when it first finished an item (an E line of a
+// backup and item not seen before for that plugin) and when it last
+// did: each plugin's own pace, which the whole run's time hides.
+type recordPace struct {
+	mu    sync.Mutex
+	seen  map[string]bool
+	first map[string]time.Time
+	last  map[string]time.Time
+	n     map[string]int
+}
+
+// followRecord polls path every 100 ms until ctx ends.
+func followRecord(ctx context.Context, path string) *recordPace {
+	p := &recordPace{seen: map[string]bool{}, first: map[string]time.Time{}, last: map[string]time.Time{}, n: map[string]int{}}
+	go func() {
+		var off int64
+		var rest []byte
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				continue // not written yet
+			}
+			buf, err := io.ReadAll(io.NewSectionReader(f, off, 1<<40))
+			_ = f.Close()
+			if err != nil {
+				continue
+			}
+			off += int64(len(buf))
+			rest = append(rest, buf...)
+			now := time.Now()
+			p.mu.Lock()
+			for {
+				i := bytes.IndexByte(rest, '\n')
+				if i < 0 {
+					break
+				}
+				fields := strings.Split(string(rest[:i]), "\t")
+				rest = rest[i+1:]
+				if len(fields) != 5 || fields[0] != "E" {
+					continue
+				}
+				k := fields[1] + "\t" + fields[2] + "\t" + fields[3]
+				if p.seen[k] {
+					continue
+				}
+				p.seen[k] = true
+				pl := fields[2]
+				if p.n[pl] == 0 {
+					p.first[pl] = now
+				}
+				p.n[pl]++
+				p.last[pl] = now
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+// summary says, for each plugin, how many items it finished and how
+// long after began its last one was: "name: N items, last at 12.3 s
+// (81 items/s)".
+func (p *recordPace) summary(began time.Time) map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]string{}
+	for pl, n := range p.n {
+		took := p.last[pl].Sub(began)
+		out[pl] = fmt.Sprintf("%d items, the last %.1f s after the first backup (%.0f items/s)", n, took.Seconds(), float64(n)/took.Seconds())
+	}
+	return out
 }

@@ -61,6 +61,7 @@ func TestFaultS3ErrorsAndCutStreamsPurgeOnlyWhatWasRead(t *testing.T) {
 		f.requireAllRunning()
 		require.True(t, sleepCtx(ctx, 100*time.Millisecond), "no purge before the fault")
 	}
+	require.True(t, strikeLater(ctx, t))
 	failAt := time.Now()
 	proxy.FailUntil(failAt.Add(fail))
 	t.Logf("S3 fails every request for %s from %s", fail, failAt.Format(time.StampMilli))

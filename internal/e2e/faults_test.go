@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,6 +62,34 @@ func pick[T any](short, full T) T {
 		return full
 	}
 	return short
+}
+
+// faultRand is one fault test's random source, seeded from
+// LETHE_FAULTS_SEED or else the clock. The seed is logged: setting it
+// replays the run's choices (where each fault strikes, and the mixed
+// run's order and gaps).
+func faultRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("LETHE_FAULTS_SEED"); v != "" {
+		var err error
+		seed, err = strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "LETHE_FAULTS_SEED")
+	}
+	t.Logf("seed %d (LETHE_FAULTS_SEED=%d replays this run's choices)", seed, seed)
+	return rand.New(rand.NewPCG(seed, seed))
+}
+
+// strikeLater waits a random time of up to most (1 s in the short
+// run, 8 s in the full one) after the point the test waited for (a purge
+// done, a deletion held): each run strikes at another point of the load.
+// It reports false if ctx ended first.
+func strikeLater(ctx context.Context, t *testing.T) bool {
+	t.Helper()
+	most := pick(time.Second, 8*time.Second)
+	d := time.Duration(faultRand(t).Int64N(int64(most)))
+	t.Logf("the fault strikes %s after the point the test waited for", d.Round(time.Millisecond))
+	return sleepCtx(ctx, d)
 }
 
 // faultRun is one fault test: replicas of `lethe server` on one catalog,
