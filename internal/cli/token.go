@@ -90,7 +90,7 @@ A name is taken until the token is revoked.`,
 			return err
 		}
 		fmt.Fprintln(a.s.Out, secret)
-		fmt.Fprintf(a.s.Err, "token %s created with role %s; its secret is printed above, once: store it now\n", t.Name, t.Role)
+		fmt.Fprintf(a.s.Err, "token %s created with role %s; its secret was written to standard output, once: store it now\n", t.Name, t.Role)
 		return nil
 	}
 	return c

@@ -488,7 +488,7 @@ func (d *Deleter) request(ctx context.Context, b *backup.Backup, opts Options) (
 	r := b.Resource
 	ctx = catalog.WithDefaultActor(ctx, "cli")
 	reason := cmp.Or(opts.Reason, "deletion requested")
-	if opts.NoPlugins {
+	if opts.NoPlugins && len(d.cfg.Plugins.Plugins()) == 0 {
 		reason += " with --no-plugins: no plugin is installed"
 	}
 	if opts.OnlyIfScheduled && r.Phase != catalog.PhaseScheduled {

@@ -273,6 +273,33 @@ func TestNoPluginsMustBeSaid(t *testing.T) {
 	require.Contains(t, string(last.Details), `"noPlugins":true`)
 }
 
+// TestNoPluginsWithPluginsInstalledClaimsNothing: --no-plugins given
+// while plugins are loaded changes nothing, so the audit must not say "no
+// plugin is installed" (it once did, whatever the plugin folder held), nor
+// mark the purge as one without plugins.
+func TestNoPluginsWithPluginsInstalledClaimsNothing(t *testing.T) {
+	e := newEnv(t)
+	e.addBackup("b", items(6), archivetest.Options{}, nil)
+	require.NotEmpty(t, e.host.Plugins(), "the env's deleter has plugins loaded")
+
+	rep, err := e.del.Delete(e.ctx, "b", deletion.Options{NoPlugins: true})
+	require.NoError(t, err)
+	require.Equal(t, deletion.ResultPurged, rep.Result)
+	entries, err := e.store.ListAudit(e.ctx, catalog.AuditFilter{Kind: backup.Kind, Name: "b"})
+	require.NoError(t, err)
+	var sawRequest bool
+	for _, a := range entries {
+		if a.Action == "delete" {
+			sawRequest = true
+			require.NotContains(t, a.Reason, "no plugin is installed")
+		}
+	}
+	require.True(t, sawRequest)
+	last := e.lastAudit("b")
+	require.Equal(t, "purge", last.Action)
+	require.NotContains(t, string(last.Details), "noPlugins")
+}
+
 // problems is the real host with a Problems list set by the test:
 // discovery problems come from internal/pluginhost's own code, which its
 // own tests cover; here only the deletion's decision is under test.

@@ -65,7 +65,7 @@ func TestTokens(t *testing.T) {
 		secret := strings.TrimSpace(r.stdout)
 		require.True(t, strings.HasPrefix(secret, "lethe_"), "%s", r)
 		require.Len(t, secret, len("lethe_")+43)
-		assert.Contains(t, r.stderr, "printed above, once")
+		assert.Contains(t, r.stderr, "its secret was written to standard output, once")
 		sum := sha256.Sum256([]byte(secret))
 		hash := hex.EncodeToString(sum[:])
 		e.ok("token", "create", "dash", "--role", "viewer")
