@@ -16,6 +16,7 @@ import (
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/manifest"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 func newApplyCmd(a *app) *cobra.Command {
@@ -215,7 +216,7 @@ type applyReportView struct {
 
 // changeView is what apply did to one resource.
 type changeView struct {
-	Resource        keyView       `json:"resource"`
+	Resource        view.Key      `json:"resource"`
 	Action          apply.Action  `json:"action"`
 	Source          string        `json:"source,omitempty"`
 	Bundle          string        `json:"bundle,omitempty"`
@@ -230,7 +231,7 @@ func newApplyReportView(res *apply.Result) applyReportView {
 	v := applyReportView{DryRun: res.DryRun, Changes: []changeView{}}
 	for _, c := range res.Changes {
 		v.Changes = append(v.Changes, changeView{
-			Resource: keyView{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, UID: c.UID},
+			Resource: view.Key{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, UID: c.UID},
 			Action:   c.Action, Source: c.Source, Bundle: c.Bundle, Member: c.Member, Phase: c.Phase,
 			ResourceVersion: c.ResourceVersion, DueAt: c.DueAt, Reason: c.Reason,
 		})

@@ -184,14 +184,14 @@ func (a *app) createBackup(ctx context.Context, req registry.Request) error {
 	return nil
 }
 
-func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool) (*backupView, error) {
+func (a *app) backupView(ctx context.Context, r *catalog.Resource, withRows bool) (*view.Backup, error) {
 	return view.NewBackup(ctx, a.store, r, withRows)
 }
 
 // phaseText is the PHASE column: the phase, the time left in the grace
 // window, or the deletion's progress, then any condition that stops the
 // deletion (e.g. "Deleting (0/3) TarballMissing").
-func phaseText(v *backupView, now time.Time) string {
+func phaseText(v *view.Backup, now time.Time) string {
 	return phaseProgress(v, now) + blockingConditions(v.Conditions)
 }
 
@@ -208,7 +208,7 @@ func blockingConditions(cs []catalog.Condition) string {
 	return s
 }
 
-func phaseProgress(v *backupView, now time.Time) string {
+func phaseProgress(v *view.Backup, now time.Time) string {
 	switch v.Phase {
 	case catalog.PhaseScheduled:
 		if v.DueAt != nil {
@@ -275,7 +275,7 @@ as it happens, until interrupted (as lethe get backups -w).`,
 		if err != nil {
 			return err
 		}
-		var views []*backupView
+		var views []*view.Backup
 		for _, r := range rs {
 			// One record that cannot be read (written into the catalog by
 			// hand) is left out with a warning; the others are listed.
@@ -293,7 +293,7 @@ as it happens, until interrupted (as lethe get backups -w).`,
 			return a.watchBackups(ctx, st, *out, from, selector, views, w.only)
 		}
 		if structured(*out) {
-			return printList(a.s.Out, *out, backup.Kind, backupObjects(views))
+			return printList(a.s.Out, *out, backup.Kind, view.BackupObjects(views))
 		}
 		if len(views) == 0 {
 			fmt.Fprintln(a.s.Out, "No backups. Register one with: lethe backup create NAME --from FILE.tar.gz")
@@ -319,7 +319,7 @@ func backupHeaders(wide bool) []string {
 }
 
 // row is the backup's row in backup list's table.
-func backupRow(v *backupView, wide bool, now time.Time) []string {
+func backupRow(v *view.Backup, wide bool, now time.Time) []string {
 	exp := "never"
 	if v.Spec.ExpiresAt != nil {
 		exp = "in " + human(v.Spec.ExpiresAt.Sub(now))
@@ -336,7 +336,7 @@ func backupRow(v *backupView, wide bool, now time.Time) []string {
 
 // watchBackups is backup list -w: the listing (unless only), then each
 // change of a backup the selector selects.
-func (a *app) watchBackups(ctx context.Context, st catalog.Store, format string, from int64, selector string, views []*backupView, only bool) error {
+func (a *app) watchBackups(ctx context.Context, st catalog.Store, format string, from int64, selector string, views []*view.Backup, only bool) error {
 	f, err := newWatchFilter("", "", selector)
 	if err != nil {
 		return err
@@ -368,7 +368,7 @@ func (a *app) watchBackups(ctx context.Context, st catalog.Store, format string,
 		if !structured(format) {
 			return t.print(backupRow(v, wide, time.Now()))
 		}
-		obj, err := toObject(backup.Kind, v.Object())
+		obj, err := view.ToObject(backup.Kind, v.Object())
 		if err != nil {
 			return err
 		}
@@ -435,7 +435,7 @@ func newBackupGetCmd(a *app) *cobra.Command {
 	return c
 }
 
-func (a *app) printBackup(v *backupView) {
+func (a *app) printBackup(v *view.Backup) {
 	w := a.s.Out
 	now := time.Now()
 	fmt.Fprintf(w, "Name:       %s\n", termtext.Quote(v.Name))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 // BackupDescriptionKind is the kind of 'backup describe NAME --details'
@@ -15,19 +16,19 @@ import (
 const BackupDescriptionKind = "BackupDescription"
 
 type backupDescriptionView struct {
-	Resource object          `json:"resource"`
+	Resource view.Object     `json:"resource"`
 	Details  *backup.Details `json:"details"`
 }
 
 // describeBackupDetails prints 'backup describe NAME --details': v's
 // description and its details, or a BackupDescription.
-func (a *app) describeBackupDetails(ctx context.Context, v *backupView, format string) error {
+func (a *app) describeBackupDetails(ctx context.Context, v *view.Backup, format string) error {
 	d, err := a.backupDetails(ctx, v)
 	if err != nil {
 		return err
 	}
 	if structured(format) {
-		o, err := toObject(backup.Kind, v.Object())
+		o, err := view.ToObject(backup.Kind, v.Object())
 		if err != nil {
 			return err
 		}
@@ -41,7 +42,7 @@ func (a *app) describeBackupDetails(ctx context.Context, v *backupView, format s
 // backupDetails reads what --details adds to v's description: its
 // tarball's resource list and its native volume snapshots from its
 // location, and its deletion's outcomes (backup.ReadDetails).
-func (a *app) backupDetails(ctx context.Context, v *backupView) (*backup.Details, error) {
+func (a *app) backupDetails(ctx context.Context, v *view.Backup) (*backup.Details, error) {
 	b, err := backup.FromResource(v.Resource)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lethehq/lethe/internal/backup"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 // checkNameAndSelector refuses a NAME together with -l/--selector, as
@@ -44,7 +45,7 @@ func (a *app) backupGetMany(cmd *cobra.Command, names []string, selector, out st
 	if err != nil {
 		return err
 	}
-	var views []*backupView
+	var views []*view.Backup
 	var missing []error
 	for _, n := range names {
 		r, err := backup.Get(ctx, st, backup.Key(n))
@@ -63,7 +64,7 @@ func (a *app) backupGetMany(cmd *cobra.Command, names []string, selector, out st
 		views = append(views, v)
 	}
 	if structured(out) {
-		if err := printList(a.s.Out, out, backup.Kind, backupObjects(views)); err != nil {
+		if err := printList(a.s.Out, out, backup.Kind, view.BackupObjects(views)); err != nil {
 			return err
 		}
 	} else {

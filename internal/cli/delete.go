@@ -20,6 +20,7 @@ import (
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/registry"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 func newBackupDeleteCmd(a *app) *cobra.Command {
@@ -159,10 +160,10 @@ plugin is installed, or live resources hold block references to the backup
 		if len(names) == 0 {
 			fmt.Fprintln(a.s.Err, "No backup matches; nothing deleted.")
 			if structured(*out) && dryRun {
-				return printList(a.s.Out, *out, kindDeletionPlan, []planView{})
+				return printList(a.s.Out, *out, view.DeletionPlanKind, []view.DeletionPlan{})
 			}
 			if structured(*out) {
-				return printList(a.s.Out, *out, kindDeletionReport, []*reportView{})
+				return printList(a.s.Out, *out, view.DeletionReportKind, []*view.DeletionReport{})
 			}
 			return nil
 		}
@@ -222,7 +223,7 @@ plugin is installed, or live resources hold block references to the backup
 					return err
 				}
 				if structured(*out) {
-					return printObject(a.s.Out, *out, kindDeletionPlan, planView{Kind: kindDeletionPlan, Plan: plan, Cascade: cascadePlan})
+					return printObject(a.s.Out, *out, view.DeletionPlanKind, view.DeletionPlan{Kind: view.DeletionPlanKind, Plan: plan, Cascade: cascadePlan})
 				}
 				a.printPlan(plan)
 				if cascadePlan != nil {
@@ -264,7 +265,7 @@ plugin is installed, or live resources hold block references to the backup
 			return deleteError(err)
 		}
 		if structured(*out) {
-			if err := printObject(a.s.Out, *out, kindDeletionReport, newReportView(rep)); err != nil {
+			if err := printObject(a.s.Out, *out, view.DeletionReportKind, view.NewDeletionReport(rep)); err != nil {
 				return err
 			}
 		} else {

@@ -11,6 +11,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/deletion"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 // deleteTargets resolves the backups a delete names: NAMEs (each must
@@ -112,11 +113,11 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 	}
 	if dryRun {
 		if structured(out) {
-			l := []planView{}
+			l := []view.DeletionPlan{}
 			for _, p := range plans {
-				l = append(l, planView{Kind: kindDeletionPlan, Plan: p})
+				l = append(l, view.DeletionPlan{Kind: view.DeletionPlanKind, Plan: p})
 			}
-			return printList(a.s.Out, out, kindDeletionPlan, l)
+			return printList(a.s.Out, out, view.DeletionPlanKind, l)
 		}
 		for i, p := range plans {
 			if i > 0 {
@@ -148,7 +149,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 	var errs []error
 	var waiting []string
 	incomplete := false
-	l := []*reportView{}
+	l := []*view.DeletionReport{}
 	for i, n := range names {
 		var items int64
 		if plans != nil {
@@ -165,14 +166,14 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 			}
 			errs = append(errs, fmt.Errorf("backup %s: %w", termtext.Quote(n), deleteError(err)))
 			if structured(out) {
-				l = append(l, &reportView{Kind: kindDeletionReport, Backup: n, Error: err.Error()})
+				l = append(l, &view.DeletionReport{Kind: view.DeletionReportKind, Backup: n, Error: err.Error()})
 			} else {
 				fmt.Fprintf(a.s.Err, "backup %s: %s\n", termtext.Quote(n), termtext.Quote(err.Error()))
 			}
 			continue
 		}
 		if structured(out) {
-			l = append(l, newReportView(rep))
+			l = append(l, view.NewDeletionReport(rep))
 		} else {
 			a.printReport(rep)
 			a.printWarnings(rep.Warnings)
@@ -196,7 +197,7 @@ func (a *app) deleteMany(ctx context.Context, del *deletion.Deleter, names []str
 		}
 	}
 	if structured(out) {
-		if err := printList(a.s.Out, out, kindDeletionReport, l); err != nil {
+		if err := printList(a.s.Out, out, view.DeletionReportKind, l); err != nil {
 			return err
 		}
 	}

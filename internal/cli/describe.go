@@ -11,6 +11,7 @@ import (
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 // maxDescribed is how many resources describe KIND (no NAME) describes
@@ -165,7 +166,7 @@ func (a *app) descriptionObject(ctx context.Context, d *described) (descriptionV
 	if v.Resource, err = a.resourceObject(ctx, d.r); err != nil {
 		return v, err
 	}
-	if v.Audit, err = toObjects(AuditEntryKind, auditViews(d.audit)); err != nil {
+	if v.Audit, err = view.ToObjects(view.AuditEntryKind, view.AuditEntries(d.audit)); err != nil {
 		return v, err
 	}
 	for _, x := range d.deps {

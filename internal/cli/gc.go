@@ -15,6 +15,7 @@ import (
 	"github.com/lethehq/lethe/internal/gc"
 	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 // exitCodeError carries the exit code of a refusal or a missing resource
@@ -551,7 +552,7 @@ shape, without apiVersion and kind... ]}.`,
 			return gcError(a.missing(cmd.Context(), k, err))
 		}
 		if structured(*out) {
-			return printObject(a.s.Out, *out, kindExplanation, e)
+			return printObject(a.s.Out, *out, view.ExplanationKind, e)
 		}
 		return gc.WriteTree(a.s.Out, e)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/lethehq/lethe/internal/manifest"
 	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 // fileDeleteResult is one resource's outcome of 'lethe delete -f', in the
@@ -24,18 +25,18 @@ type fileDeleteResult struct {
 // filePlansView is delete -f --dry-run -o json|yaml: a CascadePlanList,
 // with done, the resources a previous run already purged (resumed).
 type filePlansView struct {
-	Items []object `json:"items"`
-	Done  []object `json:"done,omitempty"`
+	Items []view.Object `json:"items"`
+	Done  []view.Object `json:"done,omitempty"`
 }
 
 func (a *app) printFilePlans(out string, plans []*gc.Plan, done []*fileDeleteResult) error {
-	items, err := toObjects(kindCascadePlan, plans)
+	items, err := view.ToObjects(kindCascadePlan, plans)
 	if err != nil {
 		return err
 	}
 	v := filePlansView{Items: items}
 	if len(done) > 0 {
-		if v.Done, err = toObjects(kindDeletionResult, done); err != nil {
+		if v.Done, err = view.ToObjects(kindDeletionResult, done); err != nil {
 			return err
 		}
 	}

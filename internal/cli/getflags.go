@@ -17,6 +17,7 @@ import (
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 // getFlags are get's listing flags, as kubectl's: -A/--all-namespaces,
@@ -82,15 +83,15 @@ func (a *app) sortResources(ctx context.Context, kind string, items []*catalog.R
 	}
 	keys := make(map[*catalog.Resource]any, len(items))
 	for _, r := range items {
-		var view any = newResourceView(r)
+		var obj any = view.NewResource(r)
 		if kind == backup.Kind {
 			v, err := a.backupView(ctx, r, false)
 			if err != nil {
 				return err
 			}
-			view = v.Object()
+			obj = v.Object()
 		}
-		b, err := json.Marshal(view)
+		b, err := json.Marshal(obj)
 		if err != nil {
 			return err
 		}

@@ -96,14 +96,14 @@ func newLocationGetCmd(a *app) *cobra.Command {
 			return err
 		}
 		if structured(*out) && len(views) == 1 {
-			return printObject(a.s.Out, *out, kindLocationStatus, views[0])
+			return printObject(a.s.Out, *out, view.LocationStatusKind, views[0])
 		}
 		return a.printLocations(*out, views)
 	}
 	return c
 }
 
-func (a *app) locationViews(ctx context.Context, set storageloc.Set) ([]*locationView, error) {
+func (a *app) locationViews(ctx context.Context, set storageloc.Set) ([]*view.Location, error) {
 	st, err := a.catalog(ctx)
 	if err != nil {
 		return nil, err
@@ -119,12 +119,12 @@ func (a *app) locationViews(ctx context.Context, set storageloc.Set) ([]*locatio
 	return view.Locations(ctx, st, locs, all, set)
 }
 
-func (a *app) printLocations(out string, views []*locationView) error {
+func (a *app) printLocations(out string, views []*view.Location) error {
 	if structured(out) {
 		if views == nil {
-			views = []*locationView{}
+			views = []*view.Location{}
 		}
-		return printList(a.s.Out, out, kindLocationStatus, views)
+		return printList(a.s.Out, out, view.LocationStatusKind, views)
 	}
 	t := newTable(a.s.Out, "NAME", "PHASE", "URL", "ACCESS", "DEFAULT", "BACKUPS", "LAST SYNCED", "ERROR")
 	for _, v := range views {

@@ -211,7 +211,7 @@ func (a *app) watchResources(ctx context.Context, st catalog.Store, format strin
 func (a *app) printResources(ctx context.Context, format, kind string, items []*catalog.Resource, single bool) error {
 	var objs any
 	if kind == backup.Kind {
-		views := make([]*backupObject, 0, len(items))
+		views := make([]*view.BackupObject, 0, len(items))
 		for _, r := range items {
 			v, err := a.backupView(ctx, r, single)
 			if err != nil {
@@ -224,9 +224,9 @@ func (a *app) printResources(ctx context.Context, format, kind string, items []*
 			return printObject(a.s.Out, format, kind, views[0])
 		}
 	} else {
-		views := make([]*resourceView, 0, len(items))
+		views := make([]*view.Resource, 0, len(items))
 		for _, r := range items {
-			views = append(views, newResourceView(r))
+			views = append(views, view.NewResource(r))
 		}
 		objs = views
 		if single {
@@ -237,7 +237,7 @@ func (a *app) printResources(ctx context.Context, format, kind string, items []*
 }
 
 // resourceObject is r's object, as get prints it.
-func (a *app) resourceObject(ctx context.Context, r *catalog.Resource) (object, error) {
+func (a *app) resourceObject(ctx context.Context, r *catalog.Resource) (view.Object, error) {
 	return view.ObjectOf(ctx, a.store, r, true)
 }
 
@@ -277,7 +277,7 @@ const DescriptionKind = "Description"
 // on it, and its recent audit.
 type descriptionView struct {
 	// Resource is the resource's object, as get prints it.
-	Resource object `json:"resource"`
+	Resource view.Object `json:"resource"`
 	// References are the resource's own references, each with its
 	// target's phase, or dangling when the target is gone.
 	References []gc.ReferenceState `json:"references"`
@@ -285,7 +285,7 @@ type descriptionView struct {
 	// gone when the owner no longer exists.
 	Owners     []gc.OwnerState `json:"owners"`
 	Dependents []dependentView `json:"dependents"`
-	Audit      []object        `json:"audit"`
+	Audit      []view.Object   `json:"audit"`
 }
 
 // dependentView is one resource that depends on the described one.
@@ -366,7 +366,7 @@ not, with the plugins' report for purged backups. The log is append-only.`,
 			return err
 		}
 		if structured(*out) {
-			return printList(a.s.Out, *out, AuditEntryKind, auditViews(entries))
+			return printList(a.s.Out, *out, view.AuditEntryKind, view.AuditEntries(entries))
 		}
 		if len(entries) == 0 {
 			fmt.Fprintln(a.s.Out, "No audit entries.")

@@ -20,6 +20,7 @@ import (
 	"github.com/lethehq/lethe/internal/pluginhost"
 	"github.com/lethehq/lethe/internal/retry"
 	"github.com/lethehq/lethe/internal/termtext"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 // retryFlags configure the retry queue and its notifications.
@@ -290,7 +291,7 @@ func newRetryListCmd(a *app) *cobra.Command {
 			return err
 		}
 		if structured(*out) {
-			return printList(a.s.Out, *out, kindRetryItem, retryItems(rows))
+			return printList(a.s.Out, *out, view.RetryItemKind, view.RetryItems(rows))
 		}
 		if len(rows) == 0 {
 			fmt.Fprintln(a.s.Out, "The retry queue is empty.")
@@ -367,9 +368,9 @@ func newRetryGetCmd(a *app) *cobra.Command {
 		}
 		if structured(*out) {
 			if len(args) == 1 {
-				return printObject(a.s.Out, *out, kindRetryItem, retryItem(rows[0]))
+				return printObject(a.s.Out, *out, view.RetryItemKind, view.NewRetryItem(rows[0]))
 			}
-			return printList(a.s.Out, *out, kindRetryItem, retryItems(rows))
+			return printList(a.s.Out, *out, view.RetryItemKind, view.RetryItems(rows))
 		}
 		for i, r := range rows {
 			if i > 0 {
@@ -427,8 +428,8 @@ func ownerOf(key string) catalog.Key {
 // retryActionView is the -o json|yaml shape of `retry now` and `retry
 // discard`: a RetryItemList with dryRun.
 type retryActionView struct {
-	DryRun bool     `json:"dryRun"`
-	Items  []object `json:"items"`
+	DryRun bool          `json:"dryRun"`
+	Items  []view.Object `json:"items"`
 }
 
 func newRetryNowCmd(a *app) *cobra.Command {
@@ -541,11 +542,11 @@ func (a *app) retryAction(cmd *cobra.Command, args []string, ns string, all bool
 		rows = append(rows, r)
 	}
 	if structured(out) {
-		items, err := toObjects(kindRetryItem, retryItems(rows))
+		items, err := view.ToObjects(view.RetryItemKind, view.RetryItems(rows))
 		if err != nil {
 			return err
 		}
-		return printObject(a.s.Out, out, kindRetryItem+"List", retryActionView{DryRun: dryRun, Items: items})
+		return printObject(a.s.Out, out, view.RetryItemKind+"List", retryActionView{DryRun: dryRun, Items: items})
 	}
 	prefix := ""
 	if dryRun {

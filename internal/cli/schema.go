@@ -68,7 +68,7 @@ func parseJSONPath(tmpl string) (*jsonpath.JSONPath, error) {
 // printObject prints v as an object of kind kind in format (json, yaml,
 // name or jsonpath=…).
 func printObject(w io.Writer, format, kind string, v any) error {
-	o, err := toObject(kind, v)
+	o, err := view.ToObject(kind, v)
 	if err != nil {
 		return err
 	}
@@ -78,16 +78,16 @@ func printObject(w io.Writer, format, kind string, v any) error {
 // printList prints items (a slice) as a <kind>List whose items are each
 // of kind kind.
 func printList(w io.Writer, format, kind string, items any) error {
-	objs, err := toObjects(kind, items)
+	objs, err := view.ToObjects(kind, items)
 	if err != nil {
 		return err
 	}
-	return printObject(w, format, kind+"List", objectList{Items: objs})
+	return printObject(w, format, kind+"List", view.List{Items: objs})
 }
 
 // printFormatted writes an object (already with apiVersion and kind) in
 // format.
-func printFormatted(w io.Writer, format string, o object) error {
+func printFormatted(w io.Writer, format string, o view.Object) error {
 	switch {
 	case format == outJSON || format == outYAML:
 		return printStructured(w, format, o)
@@ -101,7 +101,7 @@ func printFormatted(w io.Writer, format string, o object) error {
 
 // printNames writes kind/name for the object, or for each item of a
 // list, as kubectl's -o name does: the kind in lower case.
-func printNames(w io.Writer, o object) error {
+func printNames(w io.Writer, o view.Object) error {
 	var v struct {
 		Kind     string          `json:"kind"`
 		Name     string          `json:"name"`
@@ -116,7 +116,7 @@ func printNames(w io.Writer, o object) error {
 	}
 	if strings.HasSuffix(v.Kind, "List") && v.Items != nil {
 		for _, it := range v.Items {
-			if err := printNames(w, object(it)); err != nil {
+			if err := printNames(w, view.Object(it)); err != nil {
 				return err
 			}
 		}
@@ -137,7 +137,7 @@ func printNames(w io.Writer, o object) error {
 }
 
 // printJSONPath runs a kubectl jsonpath template over the object.
-func printJSONPath(w io.Writer, tmpl string, o object) error {
+func printJSONPath(w io.Writer, tmpl string, o view.Object) error {
 	jp, err := parseJSONPath(tmpl)
 	if err != nil {
 		return usageError{fmt.Errorf("--output jsonpath: %v", err)}

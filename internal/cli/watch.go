@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/view"
 )
 
 // kindWatchEvent is the kind of what get -w and backup list -w print for
@@ -26,8 +27,8 @@ const (
 // watchEventView is one change: its type, and the object as get prints
 // it (for DELETED, its last state).
 type watchEventView struct {
-	Type   string `json:"type"`
-	Object object `json:"object"`
+	Type   string      `json:"type"`
+	Object view.Object `json:"object"`
 }
 
 // watchFlags are -w/--watch and --watch-only.
@@ -136,7 +137,7 @@ func stopped(ctx context.Context, err error) error {
 // printWatchEvent prints one event in a structured format: -o json|yaml
 // a WatchEvent (YAML documents separated by ---), -o name the object's
 // kind/name, -o jsonpath the template over the WatchEvent.
-func printWatchEvent(w io.Writer, format, typ string, obj object) error {
+func printWatchEvent(w io.Writer, format, typ string, obj view.Object) error {
 	if format == outName {
 		return printFormatted(w, format, obj)
 	}
