@@ -227,8 +227,9 @@ func skippedItems(b *backup.Backup, opts Options) map[string]backup.ExpectedPlug
 // about plugins: --no-plugins (when it was needed: no plugin is loaded;
 // with plugins loaded it changes nothing and is not claimed), the
 // skipped plugins with the items they would have received (count and
-// sample ids), and the plugins of the abandoned items. Items at a skipped plugin are never settled by it, so
-// the purge is a forced one. It returns a phrase for the audit reason.
+// sample ids), and the plugins of the abandoned items. Items at a
+// skipped plugin are never settled by it, so the purge is a forced one.
+// It returns a phrase for the audit reason.
 func (d *Deleter) auditCoverage(b *backup.Backup, rep *Report, opts Options, info map[string]any) string {
 	if opts.NoPlugins && len(d.cfg.Plugins.Plugins()) == 0 {
 		info["noPlugins"] = true
