@@ -80,7 +80,7 @@ func New(cfg *Config) (*Handler, error) {
 	// server's /healthz and /readyz): it is how a browser gets a session,
 	// with the one-time secret of lethe console url.
 	h.mux.HandleFunc("GET "+LoginPath, h.login)
-	h.mux.HandleFunc("GET /assets/style.css", h.wrap(route{"GET", "/assets/style.css", h.serveAsset}))
+	h.mux.HandleFunc("GET /assets/{name}", h.wrap(route{"GET", "/assets/{name}", h.serveAsset}))
 	// Anything else: authenticated first (an unknown path tells nothing
 	// to a caller without a token), then 404.
 	h.mux.HandleFunc("/", h.wrap(route{fn: func(_ http.ResponseWriter, r *http.Request) error {

@@ -21,7 +21,7 @@ const LoginPath = "/login"
 // trashLimit is how many Scheduled resources of each kind the trash shows.
 const trashLimit = 200
 
-//go:embed console/*.html console/style.css
+//go:embed console/*.html console/style.css console/favicon.svg
 var consoleFS embed.FS
 
 var pages = template.Must(template.ParseFS(consoleFS, "console/*.html"))
@@ -218,13 +218,25 @@ func (h *Handler) trashUndelete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// serveAsset serves the console's stylesheet.
-func (h *Handler) serveAsset(w http.ResponseWriter, _ *http.Request) error {
-	b, err := consoleFS.ReadFile("console/style.css")
+// assets are the console's static files, by name under /assets/, with
+// their content types.
+var assets = map[string]string{
+	"style.css":   "text/css; charset=utf-8",
+	"favicon.svg": "image/svg+xml",
+}
+
+// serveAsset serves one of the console's static files.
+func (h *Handler) serveAsset(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	ctype, ok := assets[name]
+	if !ok {
+		return newProblem(http.StatusNotFound, "no such asset: "+name)
+	}
+	b, err := consoleFS.ReadFile("console/" + name)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Cache-Control", "no-cache")
 	_, err = w.Write(b)
 	return err
