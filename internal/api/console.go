@@ -13,6 +13,7 @@ import (
 	"github.com/lethehq/lethe/internal/apitoken"
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/retry"
 )
 
 // LoginPath is where a console login URL (lethe console url) lands.
@@ -34,6 +35,7 @@ type pageData struct {
 	CanWrite    bool
 	// The page's own data.
 	Overview *Overview
+	Queue    *queueData
 	Kinds    []kindCounts
 	Rows     []trashRow
 	More     bool
@@ -58,6 +60,10 @@ func (h *Handler) consoleRoutes() []route {
 		{"GET", "/{$}", h.overviewPage},
 		{"GET", "/trash", h.trashPage},
 		{"POST", "/trash/undelete", h.trashUndelete},
+		{"GET", "/queue", h.queuePage},
+		{"POST", "/queue/select", h.queueSelect},
+		{"POST", "/queue/selection/{id}/retry", h.queueBulk(retry.BulkRetry)},
+		{"POST", "/queue/selection/{id}/discard", h.queueBulk(retry.BulkDiscard)},
 		{"POST", "/logout", h.logout},
 	}
 }
