@@ -17,12 +17,10 @@ const queueLimit = 200
 // queueData is the queue page's own data.
 type queueData struct {
 	State, Type string
-	// Query is the filter as a URL query (state=...&type=...).
-	Query     string
-	Rows      []queueRow
-	Total     int
-	Selection *RetrySelection
-	CLI       string
+	Rows        []queueRow
+	Total       int
+	Selection   *RetrySelection
+	CLI         string
 }
 
 type queueRow struct {
@@ -58,7 +56,7 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	d := data(r, "Queue and dead letters", "queue")
-	q := &queueData{State: sq.State, Type: sq.Type, Query: queueQuery(sq), Total: len(rows), CLI: "lethe retry list"}
+	q := &queueData{State: sq.State, Type: sq.Type, Total: len(rows), CLI: "lethe retry list"}
 	if sq.State != "" {
 		q.CLI += " --state " + sq.State
 	}

@@ -99,10 +99,10 @@ func (s *selections) get(id string, take bool) (*selection, error) {
 	return sel, nil
 }
 
-// retryFilter reads the retry list's filter: state, type and key.
+// retryFilter reads the retry list's filter: state, type and key (from
+// the query, or a form's fields).
 func retryFilter(r *http.Request) (catalog.RetryFilter, SelectionQuery, error) {
-	q := r.URL.Query()
-	sq := SelectionQuery{State: q.Get("state"), Type: q.Get("type"), Key: q.Get("key")}
+	sq := SelectionQuery{State: r.FormValue("state"), Type: r.FormValue("type"), Key: r.FormValue("key")}
 	f := catalog.RetryFilter{Kind: sq.Type, Key: sq.Key}
 	switch s := catalog.RetryState(sq.State); s {
 	case "", catalog.RetryRetryable, catalog.RetryRunning, catalog.RetryDiscarded:

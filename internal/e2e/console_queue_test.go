@@ -55,7 +55,8 @@ func TestConsoleQueue(t *testing.T) {
 	none := b.do("GET", c.base+"/queue?state=discarded", nil)
 	assert.Contains(t, none.body, "No rows match.")
 
-	sel := b.do("POST", c.base+"/queue/select?state=retryable", url.Values{"csrf": {csrf}}, "Sec-Fetch-Site", "same-origin")
+	assert.Contains(t, page.body, `<input type="hidden" name="state" value="retryable">`, "Select keeps the page's filter")
+	sel := b.do("POST", c.base+"/queue/select", url.Values{"csrf": {csrf}, "state": {"retryable"}}, "Sec-Fetch-Site", "same-origin")
 	require.Equal(t, http.StatusSeeOther, sel.code, sel.body)
 	loc := sel.header.Get("Location")
 	require.True(t, strings.HasPrefix(loc, "/queue?state=retryable&selection="), loc)

@@ -18,7 +18,7 @@ import (
 // the noop plugin loaded.
 func seed(t *testing.T) (*env, string) {
 	t.Helper()
-	e := newEnv(t)
+	e := newEnv(t, "noop")
 	e.create("keep", 3)
 	e.create("later", 3, "--deletion-delay", "1h")
 	e.ok("plugin", "lock")
@@ -169,7 +169,7 @@ func TestBrowserConsoleNoLogin(t *testing.T) {
 	b := startBrowser(t)
 	e, base := seed(t)
 	anon := newTab(t, b)
-	for _, p := range []string{"/", "/trash"} {
+	for _, p := range []string{"/", "/trash", "/queue"} {
 		r := anon.open(base + p)
 		assert.EqualValues(t, http.StatusUnauthorized, r.Status, p)
 		assert.Equal(t, "Log in", anon.text("main h1"), p)

@@ -26,7 +26,8 @@ var bin string
 // cmdTimeout bounds every lethe command a test runs.
 const cmdTimeout = 90 * time.Second
 
-// buildLethe builds lethe and the noop plugin into a temporary folder.
+// buildLethe builds lethe, the noop plugin and the test recorder plugin
+// (internal/deletion/testdata/recorder) into a temporary folder.
 func buildLethe() (string, error) {
 	dir, err := os.MkdirTemp("", "lethe-browser-bin-")
 	if err != nil {
@@ -36,7 +37,7 @@ func buildLethe() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/lethe", "./plugins/noop")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/lethe", "./plugins/noop", "./internal/deletion/testdata/recorder")
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -46,24 +47,62 @@ func buildLethe() (string, error) {
 }
 
 // env is one Lethe installation: its own home (a SQLite catalog) with
-// the noop plugin installed.
+// the plugins installed; the recorder's control folder makes an item
+// fail while a file ITEM.fail is in it.
 type env struct {
-	t    *testing.T
-	home string
-	dir  string
+	t                  *testing.T
+	home, dir          string
+	record, control    string
+	recorderConfigured bool
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, plugins ...string) *env {
 	t.Helper()
 	base := t.TempDir()
-	e := &env{t: t, home: filepath.Join(base, "home"), dir: filepath.Join(base, "scratch")}
-	for _, d := range []string{e.dir, filepath.Join(e.home, "plugins")} {
+	e := &env{t: t, home: filepath.Join(base, "home"), dir: filepath.Join(base, "scratch"),
+		record: filepath.Join(base, "record.txt"), control: filepath.Join(base, "control")}
+	for _, d := range []string{e.dir, e.control, filepath.Join(e.home, "plugins")} {
 		require.NoError(t, os.MkdirAll(d, 0o750))
 	}
-	b, err := os.ReadFile(filepath.Join(bin, "noop"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(e.home, "plugins", "noop"), b, 0o750)) //nolint:gosec // a plugin must be executable
+	for _, p := range plugins {
+		b, err := os.ReadFile(filepath.Join(bin, p)) //nolint:gosec // built by TestMain
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(e.home, "plugins", p), b, 0o750)) //nolint:gosec // a plugin must be executable
+		e.recorderConfigured = e.recorderConfigured || p == "recorder"
+	}
 	return e
+}
+
+// failItems makes items 1 to n of every backup fail in the recorder.
+func (e *env) failItems(n int) {
+	e.t.Helper()
+	old, err := filepath.Glob(filepath.Join(e.control, "*.fail"))
+	require.NoError(e.t, err)
+	for _, f := range old {
+		require.NoError(e.t, os.Remove(f))
+	}
+	for i := 1; i <= n; i++ {
+		require.NoError(e.t, os.WriteFile(filepath.Join(e.control, archivetest.SpecN(i, 200).Name+".fail"), nil, 0o600))
+	}
+}
+
+// retryStates maps each retry row's ID to its state, as lethe retry
+// list prints them.
+func (e *env) retryStates() map[int64]string {
+	e.t.Helper()
+	var l struct {
+		Items []struct {
+			ID    int64  `json:"id"`
+			State string `json:"state"`
+		} `json:"items"`
+	}
+	out := e.ok("retry", "list", "-o", "json").stdout
+	require.NoError(e.t, json.Unmarshal([]byte(out), &l), out)
+	m := map[int64]string{}
+	for _, it := range l.Items {
+		m[it.ID] = it.State
+	}
+	return m
 }
 
 // result is one finished lethe command.
@@ -75,6 +114,10 @@ type result struct {
 func (e *env) command(ctx context.Context, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "lethe"), args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.home, "LETHE_HOME=" + e.home, "TZ=UTC"}
+	if e.recorderConfigured {
+		// Plugins inherit no environment: lethe hands the recorder its own.
+		cmd.Env = append(cmd.Env, "LETHE_PLUGIN_ENV=recorder:LETHE_RECORD_FILE="+e.record+"\nrecorder:LETHE_RECORD_CONTROL_DIR="+e.control)
+	}
 	cmd.Dir = e.dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -128,14 +171,14 @@ func (e *env) phase(name string) string {
 
 // server starts lethe server with the API on a free loopback port and
 // returns its base URL once /readyz answers.
-func (e *env) server() string {
+func (e *env) server(args ...string) string {
 	e.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(e.t, err)
 	addr := ln.Addr().String()
 	require.NoError(e.t, ln.Close())
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd, out, errb := e.command(ctx, "server", "--api-addr", addr, "--poll-interval", "200ms")
+	cmd, out, errb := e.command(ctx, append([]string{"server", "--api-addr", addr, "--poll-interval", "200ms"}, args...)...)
 	require.NoError(e.t, cmd.Start())
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
