@@ -53,7 +53,7 @@ func TestAPIRetrySelection(t *testing.T) {
 		e.create("first", 6)
 		e.create("second", 6)
 		e.failItems(3)
-		r := e.run("backup", "delete", "first", "--yes")
+		r := e.run("backup", "delete", "first", "--yes", "--retry-backoff", "1h")
 		require.Equal(t, 3, r.code, "%s", r)
 		before := e.retryStates()
 		require.Len(t, before, 3)

@@ -30,7 +30,7 @@ func TestConsoleQueue(t *testing.T) {
 	e.create("first", 6)
 	e.create("second", 6)
 	e.failItems(3)
-	r := e.run("backup", "delete", "first", "--yes")
+	r := e.run("backup", "delete", "first", "--yes", "--retry-backoff", "1h")
 	require.Equal(t, 3, r.code, "%s", r)
 	frozen := []int64{}
 	for id := range e.retryStates() {

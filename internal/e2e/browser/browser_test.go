@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -204,4 +205,20 @@ func eval[T any](tb *tab, expr string) T {
 func (tb *tab) text(sel string) string {
 	tb.t.Helper()
 	return eval[string](tb, fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.textContent.trim() : "" })()`, sel))
+}
+
+// screenshot writes a PNG of the whole page to $LETHE_CONSOLE_SCREENSHOTS/
+// name.png when that folder is set (docs' pictures of the console).
+func (tb *tab) screenshot(name string) {
+	tb.t.Helper()
+	dir := os.Getenv("LETHE_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(tb.ctx, timeout)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(tb.t, err)
+	require.NoError(tb.t, os.MkdirAll(dir, 0o750))
+	require.NoError(tb.t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o600))
 }

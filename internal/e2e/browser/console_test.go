@@ -66,6 +66,7 @@ func TestBrowserConsoleOperator(t *testing.T) {
 	require.Equal(t, "Overview", op.text("main h1"))
 	assert.Contains(t, op.text("header .who"), name+" (operator)")
 	op.quiet("the login and the overview")
+	op.screenshot("overview")
 	visited := op.pages(base)
 	assert.Contains(t, visited, "/trash")
 
@@ -94,6 +95,7 @@ func TestBrowserConsoleOperator(t *testing.T) {
 	assert.NotContains(t, op.text("main table"), "keep", "an Active backup is not in the trash")
 	assert.Equal(t, "lethe undelete backup later", op.text("main table code.cli"))
 	op.quiet("/trash")
+	op.screenshot("trash")
 	r = op.response(chromedp.Click(chromedp.CSS(`button[aria-label="Undelete Backup later"]`)))
 	require.EqualValues(t, http.StatusOK, r.Status)
 	assert.Equal(t, base+"/trash?undeleted=Backup%2Flater", r.URL)

@@ -1,8 +1,12 @@
 package browser
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +29,10 @@ func TestBrowserQueueFrozenSelection(t *testing.T) {
 	e.create("second", 6)
 	e.failItems(3)
 	ctx := e.t.Context()
-	cmd, _, _ := e.command(ctx, "backup", "delete", "first", "--yes")
-	require.Error(t, cmd.Run(), "three items of first fail")
+	cmd, _, _ := e.command(ctx, "backup", "delete", "first", "--yes", "--retry-backoff", "1h")
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Run(), &ee)
+	require.Equal(t, 3, ee.ExitCode(), "three items of first fail (exit 3)")
 	var frozen []int64
 	for id := range e.retryStates() {
 		frozen = append(frozen, id)
@@ -45,7 +51,9 @@ func TestBrowserQueueFrozenSelection(t *testing.T) {
 	require.EqualValues(t, http.StatusOK, r.Status)
 	assert.Contains(t, r.URL, "/queue?state=retryable&selection=")
 	assert.Equal(t, "3", tb.text("#sel-count"))
+	assert.Equal(t, idsHash(frozen), tb.text("#sel-hash"))
 	tb.quiet("/queue with a selection")
+	tb.screenshot("queue")
 
 	// Two rows matching the filter arrive while the selection is shown.
 	e.failItems(2)
@@ -70,4 +78,17 @@ func TestBrowserQueueFrozenSelection(t *testing.T) {
 			assert.Equal(t, "retryable", s, "row %d came after the selection: the discard must leave it", id)
 		}
 	}
+}
+
+// idsHash is the selection hash docs/api.md documents: SHA-256 of the
+// sorted decimal IDs, one a line, in hex.
+func idsHash(ids []int64) string {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	var b strings.Builder
+	for _, id := range sorted {
+		b.WriteString(strconv.FormatInt(id, 10) + "\n")
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
 }
