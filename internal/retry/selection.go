@@ -54,8 +54,8 @@ func Select(ctx context.Context, st catalog.RetryQueue, f catalog.RetryFilter) (
 	return s, nil
 }
 
-// ErrSelectionChanged: a selection's IDs no longer hash to its hash, or a
-// caller's count or hash is not the selection's.
+// ErrSelectionChanged is returned when a selection's IDs no longer hash
+// to its hash, or a caller's count or hash is not the selection's.
 var ErrSelectionChanged = errors.New("the selection is not the one shown")
 
 // RowOutcome is what a bulk action did to one row.
