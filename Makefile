@@ -49,8 +49,12 @@ demo: build ## run Lethe's main job end to end on the embedded defaults
 	bash internal/demo/demo.sh
 
 .PHONY: test
-test: ## run every test (-race), the docs' commands included (internal/doctest); PostgreSQL tests need LETHE_TEST_POSTGRES_URL
+# The browser tests are a module of their own (internal/e2e/browser), so
+# that chromedp stays out of the main go.mod; they skip without Chromium
+# unless CI=true or LETHE_BROWSER_REQUIRE=1.
+test: ## run every test (-race), the docs' commands and the browser's included; PostgreSQL tests need LETHE_TEST_POSTGRES_URL, browser tests Chromium
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd internal/e2e/browser && $(GO) test -count=1 -timeout 10m ./...
 
 .PHONY: faults
 faults: ## the fault suite at full length (docs/faults.md); needs LETHE_TEST_POSTGRES_URL and versitygw; `make test` runs a short version
@@ -85,7 +89,9 @@ verify: generate ## regenerate code and fail on any diff; check go.mod is tidy; 
 	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit"; exit 1; }
 	@cd tools && $(GO) mod tidy -diff || { echo "tools/go.mod is not tidy: run 'cd tools && go mod tidy' and commit"; exit 1; }
 	@cd tools/gremlins && $(GO) mod tidy -diff || { echo "tools/gremlins/go.mod is not tidy: run 'cd tools/gremlins && go mod tidy' and commit"; exit 1; }
+	@cd internal/e2e/browser && $(GO) mod tidy -diff || { echo "internal/e2e/browser/go.mod is not tidy: run 'cd internal/e2e/browser && go mod tidy' and commit"; exit 1; }
 	$(GO) mod verify
+	cd internal/e2e/browser && $(GO) mod verify
 
 .PHONY: lint
 # golangci-lint (pinned in tools/go.mod, configured in .golangci.yml) runs
@@ -93,6 +99,7 @@ verify: generate ## regenerate code and fail on any diff; check go.mod is tidy; 
 lint: ## gofmt, golangci-lint and buf lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(TOOL) golangci-lint run ./...
+	cd internal/e2e/browser && $(GO) vet ./...
 	$(TOOL) buf lint
 
 .PHONY: clean

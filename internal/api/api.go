@@ -46,9 +46,10 @@ type Config struct {
 // Handler serves /api/v1/... (and, later, the console). Mount it on the
 // API address; /healthz and /readyz are the server's.
 type Handler struct {
-	cfg      Config
-	mux      *http.ServeMux
-	sessions *sessions
+	cfg        Config
+	mux        *http.ServeMux
+	sessions   *sessions
+	selections *selections
 }
 
 //go:embed openapi.yaml
@@ -69,7 +70,7 @@ func New(cfg *Config) (*Handler, error) {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
-	h := &Handler{cfg: c, mux: http.NewServeMux(), sessions: newSessions(c.Now)}
+	h := &Handler{cfg: c, mux: http.NewServeMux(), sessions: newSessions(c.Now), selections: newSelections(c.Now)}
 	for _, rt := range h.routes() {
 		h.mux.HandleFunc(rt.method+" "+rt.pattern, h.wrap(rt))
 	}
@@ -80,7 +81,7 @@ func New(cfg *Config) (*Handler, error) {
 	// server's /healthz and /readyz): it is how a browser gets a session,
 	// with the one-time secret of lethe console url.
 	h.mux.HandleFunc("GET "+LoginPath, h.login)
-	h.mux.HandleFunc("GET /assets/style.css", h.wrap(route{"GET", "/assets/style.css", h.serveAsset}))
+	h.mux.HandleFunc("GET /assets/{name}", h.wrap(route{"GET", "/assets/{name}", h.serveAsset}))
 	// Anything else: authenticated first (an unknown path tells nothing
 	// to a caller without a token), then 404.
 	h.mux.HandleFunc("/", h.wrap(route{fn: func(_ http.ResponseWriter, r *http.Request) error {
@@ -116,6 +117,10 @@ func (h *Handler) routes() []route {
 		{"GET", "/api/v1/retries", h.listRetries},
 		{"POST", "/api/v1/retries/{id}/retry", h.retryNow},
 		{"POST", "/api/v1/retries/{id}/discard", h.retryDiscard},
+		{"POST", "/api/v1/retries/selections", h.createSelection},
+		{"GET", "/api/v1/retries/selections/{id}", h.getSelection},
+		{"POST", "/api/v1/retries/selections/{id}/retry", h.bulk(retry.BulkRetry)},
+		{"POST", "/api/v1/retries/selections/{id}/discard", h.bulk(retry.BulkDiscard)},
 	}
 }
 

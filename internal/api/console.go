@@ -13,6 +13,7 @@ import (
 	"github.com/lethehq/lethe/internal/apitoken"
 	"github.com/lethehq/lethe/internal/backup"
 	"github.com/lethehq/lethe/internal/catalog"
+	"github.com/lethehq/lethe/internal/retry"
 )
 
 // LoginPath is where a console login URL (lethe console url) lands.
@@ -21,7 +22,7 @@ const LoginPath = "/login"
 // trashLimit is how many Scheduled resources of each kind the trash shows.
 const trashLimit = 200
 
-//go:embed console/*.html console/style.css
+//go:embed console/*.html console/style.css console/favicon.svg
 var consoleFS embed.FS
 
 var pages = template.Must(template.ParseFS(consoleFS, "console/*.html"))
@@ -34,6 +35,7 @@ type pageData struct {
 	CanWrite    bool
 	// The page's own data.
 	Overview *Overview
+	Queue    *queueData
 	Kinds    []kindCounts
 	Rows     []trashRow
 	More     bool
@@ -58,6 +60,10 @@ func (h *Handler) consoleRoutes() []route {
 		{"GET", "/{$}", h.overviewPage},
 		{"GET", "/trash", h.trashPage},
 		{"POST", "/trash/undelete", h.trashUndelete},
+		{"GET", "/queue", h.queuePage},
+		{"POST", "/queue/select", h.queueSelect},
+		{"POST", "/queue/selection/{id}/retry", h.queueBulk(retry.BulkRetry)},
+		{"POST", "/queue/selection/{id}/discard", h.queueBulk(retry.BulkDiscard)},
 		{"POST", "/logout", h.logout},
 	}
 }
@@ -218,14 +224,26 @@ func (h *Handler) trashUndelete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// serveAsset serves the console's stylesheet.
-func (h *Handler) serveAsset(w http.ResponseWriter, _ *http.Request) error {
-	b, err := consoleFS.ReadFile("console/style.css")
+// assets are the console's static files, by name under /assets/, with
+// their content types.
+var assets = map[string]string{
+	"style.css":   "text/css; charset=utf-8",
+	"favicon.svg": "image/svg+xml",
+}
+
+// serveAsset serves one of the console's static files.
+func (h *Handler) serveAsset(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	ctype, ok := assets[name]
+	if !ok {
+		return newProblem(http.StatusNotFound, "no such asset: "+name)
+	}
+	b, err := consoleFS.ReadFile("console/" + name)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Cache-Control", "no-cache")
-	_, err = w.Write(b)
+	_, err = w.Write(b) //nolint:gosec // b is an embedded file the assets map names, served with its own content type
 	return err
 }

@@ -114,6 +114,11 @@ func TestConsole(t *testing.T) {
 		css := op.do("GET", c.base+"/assets/style.css", nil)
 		require.Equal(t, http.StatusOK, css.code)
 		assert.Equal(t, "text/css; charset=utf-8", css.header.Get("Content-Type"))
+		icon := op.do("GET", c.base+"/assets/favicon.svg", nil)
+		require.Equal(t, http.StatusOK, icon.code)
+		assert.Equal(t, "image/svg+xml", icon.header.Get("Content-Type"))
+		assert.Contains(t, page.body, `<link rel="icon" href="/assets/favicon.svg"`, "a page names its icon (else the browser asks for /favicon.ico, a 404 on its console)")
+		assert.Equal(t, http.StatusNotFound, op.do("GET", c.base+"/assets/nope.js", nil).code)
 		var who struct{ Name, Role string }
 		op.do("GET", c.base+"/api/v1/whoami", nil).json(t, &who)
 		assert.Equal(t, name, who.Name, "the session works for the API too")
