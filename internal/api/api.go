@@ -135,7 +135,7 @@ func (h *Handler) wrap(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.authenticate(r)
 		if err == nil && isWrite(r.Method) && rt.method != "" {
-			err = checkWrite(r, p)
+			err = checkWrite(r, p, true)
 		}
 		if err == nil {
 			ctx := context.WithValue(r.Context(), principalKey{}, p)

@@ -72,8 +72,9 @@ const CSRFHeader = "X-CSRF-Token"
 
 // checkWrite refuses a write that a browser made from another site
 // (Sec-Fetch-Site other than same-origin or none), a console session's
-// write without its anti-CSRF token, and a viewer's write.
-func checkWrite(r *http.Request, p *principal) error {
+// write without its anti-CSRF token, and, when needOperator, a viewer's
+// write (a viewer may still end its own session).
+func checkWrite(r *http.Request, p *principal, needOperator bool) error {
 	switch site := r.Header.Get("Sec-Fetch-Site"); site {
 	case "", "same-origin", "none":
 	default:
@@ -88,7 +89,7 @@ func checkWrite(r *http.Request, p *principal) error {
 			return newProblem(http.StatusForbidden, "missing or wrong anti-CSRF token: reload the page and try again")
 		}
 	}
-	if p.token.Role != catalog.TokenOperator {
+	if needOperator && p.token.Role != catalog.TokenOperator {
 		return newProblem(http.StatusForbidden, "token "+p.token.Name+" has role "+string(p.token.Role)+": writes need an operator token")
 	}
 	return nil

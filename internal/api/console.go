@@ -18,6 +18,10 @@ import (
 // LoginPath is where a console login URL (lethe console url) lands.
 const LoginPath = "/login"
 
+// LogoutPath ends a console session: a write any role may make (with the
+// session's anti-CSRF token), so a viewer can log out too.
+const LogoutPath = "/logout"
+
 // trashLimit is how many Scheduled resources of each kind the trash shows.
 const trashLimit = 200
 
@@ -58,7 +62,7 @@ func (h *Handler) consoleRoutes() []route {
 		{"GET", "/{$}", h.overviewPage},
 		{"GET", "/trash", h.trashPage},
 		{"POST", "/trash/undelete", h.trashUndelete},
-		{"POST", "/logout", h.logout},
+		{"POST", LogoutPath, h.logout},
 	}
 }
 
@@ -76,7 +80,7 @@ func (h *Handler) page(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.authenticate(r)
 		if err == nil && isWrite(r.Method) {
-			err = checkWrite(r, p)
+			err = checkWrite(r, p, rt.pattern != LogoutPath)
 		}
 		if err == nil {
 			ctx := context.WithValue(r.Context(), principalKey{}, p)

@@ -155,6 +155,18 @@ func TestConsole(t *testing.T) {
 		vw := viewer.do("POST", c.base+"/trash/undelete", f, "Sec-Fetch-Site", "same-origin")
 		require.Equal(t, http.StatusForbidden, vw.code, vw.body)
 		assert.Contains(t, vw.body, "writes need an operator token")
+		// A viewer can log out: its session ends (the anti-CSRF token is
+		// still needed).
+		vo := viewer.do("POST", c.base+"/logout", url.Values{"csrf": {"wrong"}}, "Sec-Fetch-Site", "same-origin")
+		require.Equal(t, http.StatusForbidden, vo.code, vo.body)
+		base, err := url.Parse(c.base)
+		require.NoError(t, err)
+		vcookies := viewer.c.Jar.Cookies(base)
+		require.Len(t, vcookies, 1)
+		vo = viewer.do("POST", c.base+"/logout", url.Values{"csrf": {vcsrf}}, "Sec-Fetch-Site", "same-origin")
+		require.Equal(t, http.StatusSeeOther, vo.code, vo.body)
+		replay := newBrowser(t, nil).do("GET", c.base+"/api/v1/whoami", nil, "Cookie", vcookies[0].String())
+		require.Equal(t, http.StatusUnauthorized, replay.code, "the viewer's session is over, even for its old cookie: %s", replay.body)
 
 		// Undelete: the CLI sees it; the audit names the login.
 		form.Set("csrf", csrf)
