@@ -42,6 +42,10 @@ func (b *browser) do(method, u string, form url.Values, headers ...string) apiRe
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1] // net/http sends req.Host, never a Host header
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := b.c.Do(req)
@@ -183,5 +187,29 @@ func TestConsole(t *testing.T) {
 		gone := op.do("GET", c.base+"/", nil)
 		require.Equal(t, http.StatusUnauthorized, gone.code)
 		assert.Contains(t, gone.body, "lethe console url")
+	})
+}
+
+// TestConsoleRefusesAForeignHost: without TLS the API answers only a
+// loopback Host. A page that rebinds its own name to 127.0.0.1 gets 421
+// and nothing else: the login it is sent is not used up, no cookie is set
+// for its origin, and the login page does not tell the user to run lethe
+// console url for the attacker's name.
+func TestConsoleRefusesAForeignHost(t *testing.T) {
+	catalogBackends(t, func(t *testing.T, e *env, _ func() string) {
+		c := startAPI(t, e, "--no-plugins")
+		addr := strings.TrimPrefix(c.base, "http://")
+		loginURL := strings.TrimSpace(e.ok("console", "url", "--api-addr", addr, "--role", "operator").stdout)
+		_, port, _ := strings.Cut(addr, ":")
+		evil := "evil.example:" + port
+		for _, path := range []string{strings.TrimPrefix(loginURL, c.base), "/", "/api/v1/whoami"} {
+			r := newBrowser(t, nil).do("GET", c.base+path, nil, "Host", evil)
+			require.Equal(t, http.StatusMisdirectedRequest, r.code, "%s: %s", path, r.body)
+			assert.Empty(t, r.header.Get("Set-Cookie"), path)
+			assert.NotContains(t, r.body, "--api-addr "+evil, path)
+		}
+		newBrowser(t, nil).login(loginURL, false) // the login was not used up
+		r := newBrowser(t, nil).do("GET", "http://localhost:"+port+"/api/v1/whoami", nil)
+		assert.Equal(t, http.StatusUnauthorized, r.code, "localhost is this machine: %s", r.body)
 	})
 }
