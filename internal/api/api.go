@@ -133,6 +133,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusMisdirectedRequest, "Host "+strconv.Quote(r.Host)+" is not a loopback name: this address serves no TLS, so it answers only requests for 127.0.0.1, [::1] or localhost (a web page that rebinds its own name to this machine gets nothing)")
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	h.mux.ServeHTTP(w, r)
 }
 

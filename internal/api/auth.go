@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/lethehq/lethe/internal/apitoken"
@@ -83,6 +84,9 @@ func checkWrite(r *http.Request, p *principal, needOperator bool) error {
 	if p.session != nil {
 		got := r.Header.Get(CSRFHeader)
 		if got == "" {
+			if err := parseForm(r); err != nil {
+				return err
+			}
 			got = r.PostFormValue("csrf")
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(p.session.csrf)) != 1 {
@@ -97,3 +101,21 @@ func checkWrite(r *http.Request, p *principal, needOperator bool) error {
 
 // actor is the audit actor of p's writes.
 func (p *principal) actor() string { return apitoken.Actor(p.token) }
+
+// MaxBodyBytes bounds a request's body: no endpoint takes more than a
+// small form, and a larger body (a multipart upload, which net/http would
+// spill to temporary files without limit) is 413 before it is read.
+const MaxBodyBytes = 64 << 10
+
+// parseForm parses r's form body within MaxBodyBytes.
+func parseForm(r *http.Request) error {
+	err := r.ParseMultipartForm(MaxBodyBytes)
+	var mb *http.MaxBytesError
+	switch {
+	case err == nil, errors.Is(err, http.ErrNotMultipart):
+		return nil
+	case errors.As(err, &mb):
+		return newProblem(http.StatusRequestEntityTooLarge, "the request body is larger than "+strconv.Itoa(MaxBodyBytes)+" bytes")
+	}
+	return badRequest("the request body is not a form: " + err.Error())
+}

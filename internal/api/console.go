@@ -211,6 +211,9 @@ func undeleteCLI(k catalog.Key) string {
 }
 
 func (h *Handler) trashUndelete(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(r); err != nil {
+		return err
+	}
 	k := catalog.Key{Kind: r.PostFormValue("kind"), Namespace: r.PostFormValue("namespace"), Name: r.PostFormValue("name")}
 	if k.Kind == "" || k.Name == "" {
 		return badRequest("the form names no resource (kind and name)")

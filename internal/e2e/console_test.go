@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -211,5 +212,41 @@ func TestConsoleRefusesAForeignHost(t *testing.T) {
 		newBrowser(t, nil).login(loginURL, false) // the login was not used up
 		r := newBrowser(t, nil).do("GET", "http://localhost:"+port+"/api/v1/whoami", nil)
 		assert.Equal(t, http.StatusUnauthorized, r.code, "localhost is this machine: %s", r.body)
+	})
+}
+
+// TestConsoleRefusesAnOversizeBody: a write's body is bounded
+// (api.MaxBodyBytes): a multipart form with the right anti-CSRF token and
+// a large file part is 413 before anything changes, rather than read to
+// the end and spilled to temporary files.
+func TestConsoleRefusesAnOversizeBody(t *testing.T) {
+	catalogBackends(t, func(t *testing.T, e *env, _ func() string) {
+		e.create("later", 3, "--deletion-delay", "1h")
+		e.ok("backup", "delete", "later", "--yes", "--no-plugins")
+		c := startAPI(t, e, "--no-plugins")
+		addr := strings.TrimPrefix(c.base, "http://")
+		op := newBrowser(t, nil)
+		op.login(strings.TrimSpace(e.ok("console", "url", "--api-addr", addr, "--role", "operator").stdout), false)
+		m := csrfRe.FindStringSubmatch(op.do("GET", c.base+"/trash", nil).body)
+		require.Len(t, m, 2)
+		var body strings.Builder
+		mw := multipart.NewWriter(&body)
+		for k, v := range map[string]string{"csrf": m[1], "kind": "Backup", "name": "later"} {
+			require.NoError(t, mw.WriteField(k, v))
+		}
+		fw, err := mw.CreateFormFile("upload", "big.bin")
+		require.NoError(t, err)
+		_, err = fw.Write(make([]byte, 1<<20))
+		require.NoError(t, err)
+		require.NoError(t, mw.Close())
+		req, err := http.NewRequest("POST", c.base+"/trash/undelete", strings.NewReader(body.String()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		resp, err := op.c.Do(req)
+		require.NoError(t, err)
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, string(out))
+		assert.Equal(t, "Scheduled", e.get("later").Phase, "a refused write changes nothing")
 	})
 }
