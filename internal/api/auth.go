@@ -109,7 +109,7 @@ const MaxBodyBytes = 64 << 10
 
 // parseForm parses r's form body within MaxBodyBytes.
 func parseForm(r *http.Request) error {
-	err := r.ParseMultipartForm(MaxBodyBytes)
+	err := r.ParseMultipartForm(MaxBodyBytes) //nolint:gosec // ServeHTTP bounds the body with http.MaxBytesReader
 	var mb *http.MaxBytesError
 	switch {
 	case err == nil, errors.Is(err, http.ErrNotMultipart):

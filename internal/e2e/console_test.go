@@ -239,7 +239,7 @@ func TestConsoleRefusesAnOversizeBody(t *testing.T) {
 		_, err = fw.Write(make([]byte, 1<<20))
 		require.NoError(t, err)
 		require.NoError(t, mw.Close())
-		req, err := http.NewRequest("POST", c.base+"/trash/undelete", strings.NewReader(body.String()))
+		req, err := http.NewRequest(http.MethodPost, c.base+"/trash/undelete", strings.NewReader(body.String()))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", mw.FormDataContentType())
 		resp, err := op.c.Do(req)
