@@ -5,7 +5,10 @@ import (
 	_ "embed"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -131,7 +134,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	if !h.cfg.TLS && !loopbackHost(r.Host) {
+		writeProblem(w, r, http.StatusMisdirectedRequest, "Host "+strconv.Quote(r.Host)+" is not a loopback name: this address serves no TLS, so it answers only requests for 127.0.0.1, [::1] or localhost (a web page that rebinds its own name to this machine gets nothing)")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	h.mux.ServeHTTP(w, r)
+}
+
+// loopbackHost reports whether a request's Host names this machine's
+// loopback: without TLS, another name in Host is a browser that was sent
+// here by DNS rebinding, and its pages would be that name's origin.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	return loopback(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 }
 
 // wrap authenticates, checks writes, sets the audit actor, and turns the
@@ -140,7 +159,7 @@ func (h *Handler) wrap(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.authenticate(r)
 		if err == nil && isWrite(r.Method) && rt.method != "" {
-			err = checkWrite(r, p)
+			err = checkWrite(r, p, true)
 		}
 		if err == nil {
 			ctx := context.WithValue(r.Context(), principalKey{}, p)

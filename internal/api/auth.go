@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/lethehq/lethe/internal/apitoken"
@@ -72,8 +73,9 @@ const CSRFHeader = "X-CSRF-Token"
 
 // checkWrite refuses a write that a browser made from another site
 // (Sec-Fetch-Site other than same-origin or none), a console session's
-// write without its anti-CSRF token, and a viewer's write.
-func checkWrite(r *http.Request, p *principal) error {
+// write without its anti-CSRF token, and, when needOperator, a viewer's
+// write (a viewer may still end its own session).
+func checkWrite(r *http.Request, p *principal, needOperator bool) error {
 	switch site := r.Header.Get("Sec-Fetch-Site"); site {
 	case "", "same-origin", "none":
 	default:
@@ -82,13 +84,16 @@ func checkWrite(r *http.Request, p *principal) error {
 	if p.session != nil {
 		got := r.Header.Get(CSRFHeader)
 		if got == "" {
+			if err := parseForm(r); err != nil {
+				return err
+			}
 			got = r.PostFormValue("csrf")
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(p.session.csrf)) != 1 {
 			return newProblem(http.StatusForbidden, "missing or wrong anti-CSRF token: reload the page and try again")
 		}
 	}
-	if p.token.Role != catalog.TokenOperator {
+	if needOperator && p.token.Role != catalog.TokenOperator {
 		return newProblem(http.StatusForbidden, "token "+p.token.Name+" has role "+string(p.token.Role)+": writes need an operator token")
 	}
 	return nil
@@ -96,3 +101,21 @@ func checkWrite(r *http.Request, p *principal) error {
 
 // actor is the audit actor of p's writes.
 func (p *principal) actor() string { return apitoken.Actor(p.token) }
+
+// MaxBodyBytes bounds a request's body: no endpoint takes more than a
+// small form, and a larger body (a multipart upload, which net/http would
+// spill to temporary files without limit) is 413 before it is read.
+const MaxBodyBytes = 64 << 10
+
+// parseForm parses r's form body within MaxBodyBytes.
+func parseForm(r *http.Request) error {
+	err := r.ParseMultipartForm(MaxBodyBytes) //nolint:gosec // ServeHTTP bounds the body with http.MaxBytesReader
+	var mb *http.MaxBytesError
+	switch {
+	case err == nil, errors.Is(err, http.ErrNotMultipart):
+		return nil
+	case errors.As(err, &mb):
+		return newProblem(http.StatusRequestEntityTooLarge, "the request body is larger than "+strconv.Itoa(MaxBodyBytes)+" bytes")
+	}
+	return badRequest("the request body is not a form: " + err.Error())
+}

@@ -19,6 +19,10 @@ import (
 // LoginPath is where a console login URL (lethe console url) lands.
 const LoginPath = "/login"
 
+// LogoutPath ends a console session: a write any role may make (with the
+// session's anti-CSRF token), so a viewer can log out too.
+const LogoutPath = "/logout"
+
 // trashLimit is how many Scheduled resources of each kind the trash shows.
 const trashLimit = 200
 
@@ -64,7 +68,7 @@ func (h *Handler) consoleRoutes() []route {
 		{"POST", "/queue/select", h.queueSelect},
 		{"POST", "/queue/selection/{id}/retry", h.queueBulk(retry.BulkRetry)},
 		{"POST", "/queue/selection/{id}/discard", h.queueBulk(retry.BulkDiscard)},
-		{"POST", "/logout", h.logout},
+		{"POST", LogoutPath, h.logout},
 	}
 }
 
@@ -82,7 +86,7 @@ func (h *Handler) page(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.authenticate(r)
 		if err == nil && isWrite(r.Method) {
-			err = checkWrite(r, p)
+			err = checkWrite(r, p, rt.pattern != LogoutPath)
 		}
 		if err == nil {
 			ctx := context.WithValue(r.Context(), principalKey{}, p)
@@ -213,6 +217,9 @@ func undeleteCLI(k catalog.Key) string {
 }
 
 func (h *Handler) trashUndelete(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(r); err != nil {
+		return err
+	}
 	k := catalog.Key{Kind: r.PostFormValue("kind"), Namespace: r.PostFormValue("namespace"), Name: r.PostFormValue("name")}
 	if k.Kind == "" || k.Name == "" {
 		return badRequest("the form names no resource (kind and name)")

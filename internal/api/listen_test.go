@@ -26,3 +26,12 @@ func TestListenRefusesTheNetworkWithoutTLS(t *testing.T) {
 	defer ln.Close()
 	assert.Contains(t, ln.Addr().String(), "127.0.0.1:", "a port alone is loopback")
 }
+
+func TestLoopbackHost(t *testing.T) {
+	for h, want := range map[string]bool{
+		"127.0.0.1:8443": true, "127.0.0.1": true, "localhost:8443": true, "LocalHost": true, "[::1]:8443": true, "[::1]": true,
+		"evil.example:8443": false, "evil.example": false, "127.0.0.1.nip.io:8443": false, "": false, "10.0.0.1:8443": false,
+	} {
+		assert.Equal(t, want, loopbackHost(h), h)
+	}
+}

@@ -130,7 +130,9 @@ type Federation interface {
 	// RegisterBackReference stores the stub b, in the name of b.Peer, in
 	// one transaction with its audit entry. The target must exist and be
 	// Active or Scheduled (ErrNotFound, *TransitionError). A replay of the
-	// same IdempotencyKey returns the stored stub and changes nothing.
+	// same IdempotencyKey returns the stored stub and changes nothing; the
+	// same key with another referrer, target or onTargetDelete is
+	// ErrInvalid and changes nothing.
 	RegisterBackReference(ctx context.Context, b BackReference) (*BackReference, error)
 	// DropBackReference removes the stub that b.Peer registered with
 	// b.IdempotencyKey, in one transaction with its audit entry; its

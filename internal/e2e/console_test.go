@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -42,6 +43,10 @@ func (b *browser) do(method, u string, form url.Values, headers ...string) apiRe
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1] // net/http sends req.Host, never a Host header
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := b.c.Do(req)
@@ -160,6 +165,18 @@ func TestConsole(t *testing.T) {
 		vw := viewer.do("POST", c.base+"/trash/undelete", f, "Sec-Fetch-Site", "same-origin")
 		require.Equal(t, http.StatusForbidden, vw.code, vw.body)
 		assert.Contains(t, vw.body, "writes need an operator token")
+		// A viewer can log out: its session ends (the anti-CSRF token is
+		// still needed).
+		vo := viewer.do("POST", c.base+"/logout", url.Values{"csrf": {"wrong"}}, "Sec-Fetch-Site", "same-origin")
+		require.Equal(t, http.StatusForbidden, vo.code, vo.body)
+		base, err := url.Parse(c.base)
+		require.NoError(t, err)
+		vcookies := viewer.c.Jar.Cookies(base)
+		require.Len(t, vcookies, 1)
+		vo = viewer.do("POST", c.base+"/logout", url.Values{"csrf": {vcsrf}}, "Sec-Fetch-Site", "same-origin")
+		require.Equal(t, http.StatusSeeOther, vo.code, vo.body)
+		replay := newBrowser(t, nil).do("GET", c.base+"/api/v1/whoami", nil, "Cookie", vcookies[0].String())
+		require.Equal(t, http.StatusUnauthorized, replay.code, "the viewer's session is over, even for its old cookie: %s", replay.body)
 
 		// Undelete: the CLI sees it; the audit names the login.
 		form.Set("csrf", csrf)
@@ -176,5 +193,65 @@ func TestConsole(t *testing.T) {
 		gone := op.do("GET", c.base+"/", nil)
 		require.Equal(t, http.StatusUnauthorized, gone.code)
 		assert.Contains(t, gone.body, "lethe console url")
+	})
+}
+
+// TestConsoleRefusesAForeignHost: without TLS the API answers only a
+// loopback Host. A page that rebinds its own name to 127.0.0.1 gets 421
+// and nothing else: the login it is sent is not used up, no cookie is set
+// for its origin, and the login page does not tell the user to run lethe
+// console url for the attacker's name.
+func TestConsoleRefusesAForeignHost(t *testing.T) {
+	catalogBackends(t, func(t *testing.T, e *env, _ func() string) {
+		c := startAPI(t, e, "--no-plugins")
+		addr := strings.TrimPrefix(c.base, "http://")
+		loginURL := strings.TrimSpace(e.ok("console", "url", "--api-addr", addr, "--role", "operator").stdout)
+		_, port, _ := strings.Cut(addr, ":")
+		evil := "evil.example:" + port
+		for _, path := range []string{strings.TrimPrefix(loginURL, c.base), "/", "/api/v1/whoami"} {
+			r := newBrowser(t, nil).do("GET", c.base+path, nil, "Host", evil)
+			require.Equal(t, http.StatusMisdirectedRequest, r.code, "%s: %s", path, r.body)
+			assert.Empty(t, r.header.Get("Set-Cookie"), path)
+			assert.NotContains(t, r.body, "--api-addr "+evil, path)
+		}
+		newBrowser(t, nil).login(loginURL, false) // the login was not used up
+		r := newBrowser(t, nil).do("GET", "http://localhost:"+port+"/api/v1/whoami", nil)
+		assert.Equal(t, http.StatusUnauthorized, r.code, "localhost is this machine: %s", r.body)
+	})
+}
+
+// TestConsoleRefusesAnOversizeBody: a write's body is bounded
+// (api.MaxBodyBytes): a multipart form with the right anti-CSRF token and
+// a large file part is 413 before anything changes, rather than read to
+// the end and spilled to temporary files.
+func TestConsoleRefusesAnOversizeBody(t *testing.T) {
+	catalogBackends(t, func(t *testing.T, e *env, _ func() string) {
+		e.create("later", 3, "--deletion-delay", "1h")
+		e.ok("backup", "delete", "later", "--yes", "--no-plugins")
+		c := startAPI(t, e, "--no-plugins")
+		addr := strings.TrimPrefix(c.base, "http://")
+		op := newBrowser(t, nil)
+		op.login(strings.TrimSpace(e.ok("console", "url", "--api-addr", addr, "--role", "operator").stdout), false)
+		m := csrfRe.FindStringSubmatch(op.do("GET", c.base+"/trash", nil).body)
+		require.Len(t, m, 2)
+		var body strings.Builder
+		mw := multipart.NewWriter(&body)
+		for k, v := range map[string]string{"csrf": m[1], "kind": "Backup", "name": "later"} {
+			require.NoError(t, mw.WriteField(k, v))
+		}
+		fw, err := mw.CreateFormFile("upload", "big.bin")
+		require.NoError(t, err)
+		_, err = fw.Write(make([]byte, 1<<20))
+		require.NoError(t, err)
+		require.NoError(t, mw.Close())
+		req, err := http.NewRequest(http.MethodPost, c.base+"/trash/undelete", strings.NewReader(body.String()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		resp, err := op.c.Do(req)
+		require.NoError(t, err)
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, string(out))
+		assert.Equal(t, "Scheduled", e.get("later").Phase, "a refused write changes nothing")
 	})
 }

@@ -95,6 +95,10 @@ func (s *Server) RegisterBackReference(ctx context.Context, req *federationv1.Re
 		return &federationv1.RegisterBackReferenceResponse{Accepted: true}, nil
 	case errors.Is(err, catalog.ErrNotFound), errors.Is(err, catalog.ErrInvalidTransition):
 		return &federationv1.RegisterBackReferenceResponse{Reason: err.Error()}, nil
+	case errors.Is(err, catalog.ErrInvalid):
+		// The key was used for another stub: no answer, so the caller's
+		// edge stays Pending rather than believe in a stub that is not.
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	default:
 		return nil, status.Error(codes.Unavailable, fmt.Sprintf("peer %s: %v", s.cfg.Name, err))
 	}

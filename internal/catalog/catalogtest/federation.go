@@ -137,6 +137,26 @@ func testBackReferenceHoldsItsTarget(t *testing.T, newStore NewStoreFunc) {
 	require.NoError(t, err)
 	assert.Equal(t, got.CreatedAt, replay.CreatedAt, "a replay returns the stored stub")
 	assert.Equal(t, []string{"create", catalog.AuditBackReference}, auditActions(t, f, db.UID), "a replay writes nothing")
+	// The same key for another stub is no replay: refused, nothing stored.
+	for name, other := range map[string]catalog.BackReference{
+		"target":         {Target: free.Key()},
+		"referrer":       {Referrer: catalog.ObjectRef{Kind: "App", Namespace: "ns", Name: "web", UID: "u-2"}},
+		"onTargetDelete": {OnTargetDelete: catalog.RefBlock},
+	} {
+		b := stub
+		if other.Target != (catalog.Key{}) {
+			b.Target = other.Target
+		}
+		if other.Referrer.UID != "" {
+			b.Referrer = other.Referrer
+		}
+		if other.OnTargetDelete != "" {
+			b.OnTargetDelete = other.OnTargetDelete
+		}
+		_, err = f.s.RegisterBackReference(f.ctx, b)
+		require.ErrorIs(t, err, catalog.ErrInvalid, "the key with another %s", name)
+	}
+	assert.Equal(t, []string{"create"}, auditActions(t, f, free.UID), "a refused key writes nothing")
 	bs, err := f.s.BackReferences(f.ctx, db.Key())
 	require.NoError(t, err)
 	require.Len(t, bs, 1)

@@ -174,6 +174,14 @@ func (s *Store) RegisterBackReference(ctx context.Context, b catalog.BackReferen
 		old, err := scanBackRef(q.QueryRow(ctx, `SELECT `+backRefColumns+` FROM peer_back_references WHERE peer = $1 AND idempotency_key = $2`,
 			b.Peer, b.IdempotencyKey))
 		switch {
+		case err == nil && (old.Referrer != b.Referrer || old.Target != b.Target || old.OnTargetDelete != b.OnTargetDelete):
+			// The key names another stub: no replay, and answering it
+			// accepted would make the caller believe in a stub that
+			// does not exist.
+			return fmt.Errorf("%w: idempotency key %s of peer %s names the back-reference from %s to %s (%s), not from %s to %s (%s)",
+				catalog.ErrInvalid, termtext.Quote(b.IdempotencyKey), termtext.Quote(b.Peer),
+				termtext.Quote(old.Referrer.String()), termtext.Quote(old.Target.String()), old.OnTargetDelete,
+				termtext.Quote(b.Referrer.String()), termtext.Quote(b.Target.String()), b.OnTargetDelete)
 		case err == nil:
 			out = old // a replay: the stub exists
 			return nil
