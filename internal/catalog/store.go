@@ -101,6 +101,15 @@ type Lifecycle interface {
 	// (*TransitionError in other phases). Removing an absent finalizer
 	// is a no-op that returns the resource unchanged.
 	RemoveFinalizer(ctx context.Context, k Key, finalizer string) (*Resource, error)
+	// RemoveFinalizers is RemoveFinalizer of one finalizer from many
+	// resources in one transaction, all or nothing, in order: each
+	// resource that had it gets its own resourceVersion, UPDATED event
+	// and "remove-finalizer" audit entry, as with RemoveFinalizer; one
+	// without it is left unchanged. The first failure (ErrNotFound, a
+	// *TransitionError for a resource that is not Deleting) rolls
+	// everything back, and its error names the resource. out[i] is
+	// keys[i]'s resource as it is after the call.
+	RemoveFinalizers(ctx context.Context, keys []Key, finalizer string) ([]*Resource, error)
 	// Purge: Deleting with no finalizers → gone, leaving a Tombstone. Only
 	// a Deleting resource can be purged; Force skips remaining finalizers;
 	// opts.Finalizer is removed first, in the same transaction.
@@ -180,6 +189,10 @@ type Feed interface {
 type Progress interface {
 	SaveCheckpoint(ctx context.Context, c Checkpoint) error
 	LoadProgress(ctx context.Context, uid string) (*DeletionProgress, []ItemOutcome, error)
+	// LoadProgressMany is LoadProgress of many resources at once (a few
+	// queries, not one per resource): progress[i] and outcomes[i] are
+	// uids[i]'s, nil when it has none.
+	LoadProgressMany(ctx context.Context, uids []string) (progress []*DeletionProgress, outcomes [][]ItemOutcome, err error)
 	DeleteProgress(ctx context.Context, uid string) error
 }
 

@@ -363,6 +363,18 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 		if err := c.runPlugins(ctx, fresh); err != nil {
 			return result{}, err
 		}
+		// Each is stepped as the plugins left it (without the
+		// delete-actions finalizer when they are all done): its purge
+		// then takes the cascade finalizer in the same write.
+		after := make(map[string]*catalog.Resource, len(fresh))
+		for _, d := range fresh {
+			after[d.UID] = d
+		}
+		for i, d := range entered {
+			if nd, ok := after[d.UID]; ok {
+				entered[i] = nd
+			}
+		}
 		gone := map[string]bool{}
 		waiting := map[string]*catalog.Resource{}
 		for _, d := range entered {

@@ -82,6 +82,8 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("CloseEndsSubscriptions", func(t *testing.T) { testCloseEndsSubscriptions(t, newStore) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, newStore) })
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, newStore) })
+	t.Run("LoadProgressMany", func(t *testing.T) { testLoadProgressMany(t, newStore) })
+	t.Run("RemoveFinalizers", func(t *testing.T) { testRemoveFinalizers(t, newStore) })
 	t.Run("FenceByEpoch", func(t *testing.T) { testFenceByEpoch(t, newStore) })
 	t.Run("FencedResourceWrites", func(t *testing.T) { testFencedResourceWrites(t, newStore) })
 	t.Run("AFenceWithoutItsIDOrHolderIsInvalid", func(t *testing.T) { testAFenceWithoutItsIDOrHolderIsInvalid(t, newStore) })
