@@ -97,6 +97,14 @@ type Lifecycle interface {
 	// deletion timestamp and adds opts.Finalizers; the propagation policy
 	// is opts' (else Schedule's, else Foreground).
 	Delete(ctx context.Context, k Key, opts DeleteOptions) (*Resource, error)
+	// DeleteMany is Delete of many resources in one transaction, in
+	// order: each moved gets its own resourceVersion (consecutive, in
+	// the items' order), UPDATED event and audit entry, as with Delete.
+	// One that Delete would refuse (ErrNotFound, a *TransitionError) is
+	// left unchanged and errs[i] says why; the others are written. Any
+	// other failure rolls everything back (err). out[i] is item i's
+	// resource after the call, nil when refused.
+	DeleteMany(ctx context.Context, items []DeleteItem) (out []*Resource, errs []error, err error)
 	// RemoveFinalizer removes one finalizer of a Deleting resource
 	// (*TransitionError in other phases). Removing an absent finalizer
 	// is a no-op that returns the resource unchanged.

@@ -178,3 +178,100 @@ func testLoadProgressMany(t *testing.T, newStore NewStoreFunc) {
 	assert.Empty(t, p)
 	assert.Empty(t, o)
 }
+
+// testDeleteMany: DeleteMany moves each resource Delete would move to
+// Deleting, in order, with consecutive versions, one UPDATED event and
+// one audit entry each, and its work item; one Delete would refuse (not
+// found, already Deleting, in its grace window) is left unchanged with
+// its own error, and takes no version: the feed has no gap.
+func testDeleteMany(t *testing.T, newStore NewStoreFunc) {
+	f := setup(t, newStore)
+	a := f.create(t, res("K", "ns", "a", nil))
+	b := f.create(t, res("K", "ns", "b", nil))
+	c := f.create(t, res("K", "ns", "c", nil))
+	_, err := f.s.Delete(f.ctx, c.Key(), catalog.DeleteOptions{})
+	require.NoError(t, err)
+	d := f.create(t, res("K", "ns", "d", nil))
+	_, err = f.s.Schedule(f.ctx, d.Key(), catalog.ScheduleOptions{Delay: time.Hour})
+	require.NoError(t, err)
+	v0, err := f.s.CurrentVersion(f.ctx)
+	require.NoError(t, err)
+
+	// All refused: nothing written.
+	out, errs, err := f.s.DeleteMany(f.ctx, []catalog.DeleteItem{{Key: c.Key()}, {Key: key("K", "ns", "missing")}})
+	require.NoError(t, err)
+	require.Len(t, out, 2)
+	require.Len(t, errs, 2)
+	assert.Nil(t, out[0])
+	requireTransition(t, errs[0], catalog.PhaseDeleting, catalog.PhaseDeleting)
+	require.ErrorIs(t, errs[1], catalog.ErrNotFound)
+	_, _, err = f.s.DeleteMany(f.ctx, []catalog.DeleteItem{{Key: a.Key()}, {Key: b.Key(), Options: catalog.DeleteOptions{Propagation: "Sideways"}}})
+	require.ErrorIs(t, err, catalog.ErrInvalid, "an invalid item refuses the whole batch")
+	v, err := f.s.CurrentVersion(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, v0, v, "nothing written")
+
+	sub, err := f.s.Watch(f.ctx, catalog.WatchOptions{FromVersion: v0})
+	require.NoError(t, err)
+	defer sub.Close()
+	root := &catalog.ObjectRef{Kind: "K", Namespace: "ns", Name: "root", UID: "root-uid"}
+	out, errs, err = f.s.DeleteMany(f.ctx, []catalog.DeleteItem{
+		{Key: a.Key(), Options: catalog.DeleteOptions{Finalizers: []string{"f1", "f2"}, Reason: "why a", Action: "cascade-delete", Root: root}},
+		{Key: c.Key()},
+		{Key: key("K", "ns", "missing")},
+		{Key: b.Key(), Options: catalog.DeleteOptions{Propagation: catalog.PropagationBackground, Enqueue: "q1"}},
+		{Key: d.Key()},
+	})
+	require.NoError(t, err)
+	require.Len(t, out, 5)
+	require.Len(t, errs, 5)
+	requireTransition(t, errs[1], catalog.PhaseDeleting, catalog.PhaseDeleting)
+	require.ErrorIs(t, errs[2], catalog.ErrNotFound)
+	requireTransition(t, errs[4], catalog.PhaseScheduled, catalog.PhaseDeleting)
+	for _, i := range []int{1, 2, 4} {
+		assert.Nil(t, out[i], "item %d refused", i)
+	}
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[3])
+	assert.Equal(t, catalog.PhaseDeleting, out[0].Phase)
+	assert.Equal(t, []string{"f1", "f2"}, out[0].Finalizers)
+	assert.Equal(t, root, out[0].DeletionRoot)
+	assert.Equal(t, catalog.PropagationForeground, out[0].PropagationPolicy)
+	assert.Equal(t, catalog.PropagationBackground, out[3].PropagationPolicy)
+	assert.Equal(t, v0+1, out[0].ResourceVersion)
+	assert.Equal(t, v0+2, out[3].ResourceVersion, "consecutive: the refused items take no version")
+	v, err = f.s.CurrentVersion(f.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, v0+2, v)
+	for _, want := range []*catalog.Resource{out[0], out[3]} {
+		stored, err := f.s.Get(f.ctx, want.Key())
+		require.NoError(t, err)
+		assert.Equal(t, want.ResourceVersion, stored.ResourceVersion)
+		assert.Equal(t, catalog.PhaseDeleting, stored.Phase)
+		select {
+		case e := <-sub.Events():
+			assert.Equal(t, catalog.EventUpdated, e.Type)
+			assert.Equal(t, want.ResourceVersion, e.Version)
+			assert.Equal(t, want.Key(), e.Resource.Key())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event for %s", want.Key())
+		}
+	}
+	for _, k := range []catalog.Key{c.Key(), d.Key()} {
+		stored, err := f.s.Get(f.ctx, k)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, stored.ResourceVersion, v0, "%s unchanged", k)
+	}
+	w, err := f.s.GetWork(f.ctx, "q1", b.UID)
+	require.NoError(t, err, "the work item is queued with the move")
+	assert.Equal(t, b.UID, w.Key)
+	entries, err := f.s.ListAudit(f.ctx, catalog.AuditFilter{Kind: "K", Since: Epoch})
+	require.NoError(t, err)
+	var acts []string
+	for _, e := range entries {
+		if e.Action == "cascade-delete" || e.Action == "delete" {
+			acts = append(acts, e.Name+" "+e.Action+" "+e.Reason)
+		}
+	}
+	assert.Equal(t, []string{"c delete ", "a cascade-delete why a", "b delete "}, acts)
+}

@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Checkpoints", func(t *testing.T) { testCheckpoints(t, newStore) })
 	t.Run("LoadProgressMany", func(t *testing.T) { testLoadProgressMany(t, newStore) })
 	t.Run("RemoveFinalizers", func(t *testing.T) { testRemoveFinalizers(t, newStore) })
+	t.Run("DeleteMany", func(t *testing.T) { testDeleteMany(t, newStore) })
 	t.Run("FenceByEpoch", func(t *testing.T) { testFenceByEpoch(t, newStore) })
 	t.Run("FencedResourceWrites", func(t *testing.T) { testFencedResourceWrites(t, newStore) })
 	t.Run("AFenceWithoutItsIDOrHolderIsInvalid", func(t *testing.T) { testAFenceWithoutItsIDOrHolderIsInvalid(t, newStore) })

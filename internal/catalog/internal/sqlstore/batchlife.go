@@ -87,6 +87,61 @@ func (s *Store) RemoveFinalizers(ctx context.Context, keys []catalog.Key, finali
 	return out, nil
 }
 
+// DeleteMany implements catalog.Store: Delete of each item in one
+// transaction. A refusal of one item (ErrNotFound, a *TransitionError)
+// is its error; any other failure rolls everything back.
+func (s *Store) DeleteMany(ctx context.Context, items []catalog.DeleteItem) ([]*catalog.Resource, []error, error) {
+	for _, it := range items {
+		if err := validPropagation(it.Options.Propagation); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", termtext.Quote(it.Key.String()), err)
+		}
+	}
+	out := make([]*catalog.Resource, len(items))
+	errs := make([]error, len(items))
+	if len(items) == 0 {
+		return out, errs, nil
+	}
+	var queues []string
+	err := s.writeTx(ctx, func(q Querier) error {
+		clear(out)
+		clear(errs)
+		queues = queues[:0]
+		wrote := false
+		for i, it := range items {
+			m := s.deletion(ctx, it.Key, it.Options)
+			next, _, err := s.mutateIn(ctx, q, m, nil)
+			switch {
+			case err == nil:
+				out[i], wrote = next, true
+				if m.enqueue != "" {
+					queues = append(queues, m.enqueue)
+				}
+			case errors.Is(err, catalog.ErrNotFound) || errors.Is(err, catalog.ErrInvalidTransition):
+				// Refused before anything of it was written: the
+				// version lockAndGet reserved for it is given back, so
+				// that the versions written stay consecutive.
+				errs[i] = err
+				if _, err := q.Exec(ctx, `UPDATE lethe_version SET value = value - 1 WHERE id = 1`); err != nil {
+					return err
+				}
+			default:
+				return err
+			}
+		}
+		if !wrote {
+			return errNoop
+		}
+		return q.ExecBatch(ctx, s.b.Notify())
+	})
+	if err != nil && !errors.Is(err, errNoop) {
+		return nil, nil, s.mapErr(err)
+	}
+	for _, qn := range queues {
+		s.wakeLocal(qn)
+	}
+	return out, errs, nil
+}
+
 // lockMany reads (and, where the database locks rows, locks) the
 // resources of keys in the write transaction q, getManyChunk keys a
 // query; a key with no resource is absent from the map.
