@@ -565,14 +565,29 @@ func EnterDeleting(l catalog.Lifecycle) catalog.Lifecycle { return enterDeleting
 type enterDeleting struct{ catalog.Lifecycle }
 
 func (e enterDeleting) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOptions) (*catalog.Resource, error) {
+	return e.Lifecycle.Delete(ctx, k, withFinalizers(k, opts))
+}
+
+func (e enterDeleting) DeleteMany(ctx context.Context, items []catalog.DeleteItem) ([]*catalog.Resource, []error, error) {
+	items = slices.Clone(items)
+	for i := range items {
+		items[i].Options = withFinalizers(items[i].Key, items[i].Options)
+	}
+	return e.Lifecycle.DeleteMany(ctx, items)
+}
+
+// withFinalizers adds the collector's finalizers to opts, for a resource
+// that is not a Backup.
+func withFinalizers(k catalog.Key, opts catalog.DeleteOptions) catalog.DeleteOptions {
 	if k.Kind != BackupKind {
+		opts.Finalizers = slices.Clone(opts.Finalizers)
 		for _, f := range Finalizers {
 			if !slices.Contains(opts.Finalizers, f) {
 				opts.Finalizers = append(opts.Finalizers, f)
 			}
 		}
 	}
-	return e.Lifecycle.Delete(ctx, k, opts)
+	return opts
 }
 
 // blockingReferrers lists the referrers holding a block reference to r;
