@@ -97,10 +97,27 @@ type Lifecycle interface {
 	// deletion timestamp and adds opts.Finalizers; the propagation policy
 	// is opts' (else Schedule's, else Foreground).
 	Delete(ctx context.Context, k Key, opts DeleteOptions) (*Resource, error)
+	// DeleteMany is Delete of many resources in one transaction, in
+	// order: each moved gets its own resourceVersion (consecutive, in
+	// the items' order), UPDATED event and audit entry, as with Delete.
+	// One that Delete would refuse (ErrNotFound, a *TransitionError) is
+	// left unchanged and errs[i] says why; the others are written. Any
+	// other failure rolls everything back (err). out[i] is item i's
+	// resource after the call, nil when refused.
+	DeleteMany(ctx context.Context, items []DeleteItem) (out []*Resource, errs []error, err error)
 	// RemoveFinalizer removes one finalizer of a Deleting resource
 	// (*TransitionError in other phases). Removing an absent finalizer
 	// is a no-op that returns the resource unchanged.
 	RemoveFinalizer(ctx context.Context, k Key, finalizer string) (*Resource, error)
+	// RemoveFinalizers is RemoveFinalizer of one finalizer from many
+	// resources in one transaction, all or nothing, in order: each
+	// resource that had it gets its own resourceVersion, UPDATED event
+	// and "remove-finalizer" audit entry, as with RemoveFinalizer; one
+	// without it is left unchanged. The first failure (ErrNotFound, a
+	// *TransitionError for a resource that is not Deleting) rolls
+	// everything back, and its error names the resource. out[i] is
+	// keys[i]'s resource as it is after the call.
+	RemoveFinalizers(ctx context.Context, keys []Key, finalizer string) ([]*Resource, error)
 	// Purge: Deleting with no finalizers → gone, leaving a Tombstone. Only
 	// a Deleting resource can be purged; Force skips remaining finalizers;
 	// opts.Finalizer is removed first, in the same transaction.
@@ -180,6 +197,10 @@ type Feed interface {
 type Progress interface {
 	SaveCheckpoint(ctx context.Context, c Checkpoint) error
 	LoadProgress(ctx context.Context, uid string) (*DeletionProgress, []ItemOutcome, error)
+	// LoadProgressMany is LoadProgress of many resources at once (a few
+	// queries, not one per resource): progress[i] and outcomes[i] are
+	// uids[i]'s, nil when it has none.
+	LoadProgressMany(ctx context.Context, uids []string) (progress []*DeletionProgress, outcomes [][]ItemOutcome, err error)
 	DeleteProgress(ctx context.Context, uid string) error
 }
 

@@ -383,6 +383,13 @@ type Checkpoint struct {
 	Settle []ItemOutcome
 }
 
+// DeleteItem is one resource for DeleteMany: its key and what Delete
+// would be given.
+type DeleteItem struct {
+	Key     Key
+	Options DeleteOptions
+}
+
 // CollectItem is one resource for CollectBatch: its UID and the
 // resourceVersion the caller saw, and the reason audited.
 type CollectItem struct {

@@ -60,7 +60,13 @@ func BenchmarkCascadeSQLiteNoopPlugin(b *testing.B) {
 	}, true)
 }
 
-func BenchmarkCascadePostgres(b *testing.B) {
+func BenchmarkCascadePostgres(b *testing.B) { benchCascadePostgres(b, false) }
+
+// BenchmarkCascadePostgresNoopPlugin is BenchmarkCascadePostgres with
+// one no-op plugin selecting every resource.
+func BenchmarkCascadePostgresNoopPlugin(b *testing.B) { benchCascadePostgres(b, true) }
+
+func benchCascadePostgres(b *testing.B, noop bool) {
 	url := os.Getenv("LETHE_TEST_POSTGRES_URL")
 	if url == "" {
 		b.Skip("set LETHE_TEST_POSTGRES_URL")
@@ -82,7 +88,7 @@ func BenchmarkCascadePostgres(b *testing.B) {
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = st.Close() })
 		return st, func() serverCPU { return backendCPU(b, url, schema) }
-	}, false)
+	}, noop)
 }
 
 // withAppName sets application_name in a postgres:// URL.

@@ -442,18 +442,12 @@ func (c *Collector) enter(ctx context.Context, r *catalog.Resource, prop Propaga
 // enterAs is enter with the audit action, and root: the cascade's root
 // (nil for a requested deletion).
 func (c *Collector) enterAs(ctx context.Context, r *catalog.Resource, prop Propagation, reason string, force, queue bool, action string, root *catalog.ObjectRef) (*catalog.Resource, error) {
-	if action != "" && force && skippedWindow(r) {
-		action = "" // force-delete: a window skipped
-	}
+	opts := c.deleteOptions(r, prop, reason, force, action, root)
 	now := c.now()
-	fins := []string{catalog.FinalizerCascade}
-	if len(c.selecting(r)) > 0 {
-		fins = Finalizers
-	}
 	if r.Kind == BackupKind {
 		// The pipeline's finalizers (deletion.Finalizers): its items, and
 		// its cascade, which this collector carries out.
-		fins = []string{catalog.FinalizerDeleteActions, catalog.FinalizerCascade}
+		opts.Finalizers = []string{catalog.FinalizerDeleteActions, catalog.FinalizerCascade}
 		if _, err := c.st.Enqueue(ctx, catalog.WorkItem{Queue: BackupQueue, Key: r.UID, RunAt: now}); err != nil {
 			return nil, err
 		}
@@ -464,9 +458,95 @@ func (c *Collector) enterAs(ctx context.Context, r *catalog.Resource, prop Propa
 			return nil, err
 		}
 	}
-	return c.st.Delete(ctx, r.Key(), catalog.DeleteOptions{
-		Propagation: catalog.Propagation(prop), Finalizers: fins, Force: force, Reason: reason, Action: action, Root: root,
-	})
+	return c.st.Delete(ctx, r.Key(), opts)
+}
+
+// deleteOptions is what enterAs asks the catalog for a resource that is
+// not a Backup: the collector's finalizers (delete-actions only when a
+// plugin selects it).
+func (c *Collector) deleteOptions(r *catalog.Resource, prop Propagation, reason string, force bool, action string, root *catalog.ObjectRef) catalog.DeleteOptions {
+	if action != "" && force && skippedWindow(r) {
+		action = "" // force-delete: a window skipped
+	}
+	fins := []string{catalog.FinalizerCascade}
+	if len(c.selecting(r)) > 0 {
+		fins = Finalizers
+	}
+	return catalog.DeleteOptions{Propagation: catalog.Propagation(prop), Finalizers: fins, Force: force, Reason: reason, Action: action, Root: root}
+}
+
+// pendingEnter is a dependent a step moves to Deleting with the others
+// of its batch (enterBatch): the options of its move, and the places
+// kept for it in the step's entered resources and, when it blocks its
+// owner, in its waits (-1: none).
+type pendingEnter struct {
+	d        *catalog.Resource
+	opts     catalog.DeleteOptions
+	ent, dep int
+}
+
+// enterCascadeLater is enterCascade of d, not a Backup, made by
+// enterBatch with the others of the step: its places in entered and, if
+// block, in deps are kept.
+func (c *Collector) enterCascadeLater(pend []pendingEnter, parent, d *catalog.Resource, prop Propagation, reason string, block bool,
+	entered, deps []*catalog.Resource) ([]pendingEnter, []*catalog.Resource, []*catalog.Resource) {
+	p := pendingEnter{d: d, opts: c.deleteOptions(d, prop, reason+skipped(parent, d), forced(parent), AuditCascadeDelete, rootOf(parent)),
+		ent: len(entered), dep: -1}
+	entered = append(entered, nil)
+	if block {
+		p.dep = len(deps)
+		deps = append(deps, nil)
+	}
+	return append(pend, p), entered, deps
+}
+
+// enterBatch moves the pending dependents to Deleting in one write
+// (catalog DeleteMany) and fills their places: the resource as moved;
+// one another step moved first (or purged) is still waited for as it is
+// now (gone: not), as enterCascade's callers do.
+func (c *Collector) enterBatch(ctx context.Context, pend []pendingEnter, entered, deps []*catalog.Resource) ([]*catalog.Resource, []*catalog.Resource, error) {
+	if len(pend) == 0 {
+		return entered, deps, nil
+	}
+	items := make([]catalog.DeleteItem, len(pend))
+	for i, p := range pend {
+		items[i] = catalog.DeleteItem{Key: p.d.Key(), Options: p.opts}
+	}
+	out, errs, err := c.st.DeleteMany(ctx, items)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(out) != len(pend) || len(errs) != len(pend) {
+		return nil, nil, fmt.Errorf("moving %d dependents to Deleting: %d results read back", len(pend), min(len(out), len(errs)))
+	}
+	for i, p := range pend {
+		switch {
+		case errs[i] == nil && out[i] == nil:
+			return nil, nil, fmt.Errorf("moving %s to Deleting: no resource read back", p.d.Key())
+		case errs[i] == nil:
+			entered[p.ent] = out[i]
+			if p.dep >= 0 {
+				deps[p.dep] = out[i]
+			}
+		case errors.Is(errs[i], catalog.ErrInvalidTransition):
+			// Moved on meanwhile (another step moved it to Deleting):
+			// still waited for; its next event wakes us.
+			if p.dep >= 0 {
+				cur, err := c.st.GetByUID(ctx, p.d.UID)
+				switch {
+				case errors.Is(err, catalog.ErrNotFound):
+				case err != nil:
+					return nil, nil, err
+				default:
+					deps[p.dep] = cur
+				}
+			}
+		default:
+			return nil, nil, errs[i]
+		}
+	}
+	isNil := func(r *catalog.Resource) bool { return r == nil }
+	return slices.DeleteFunc(entered, isNil), slices.DeleteFunc(deps, isNil), nil
 }
 
 // queueLeft queues a resource a cascade moved to Deleting that is still
@@ -485,14 +565,29 @@ func EnterDeleting(l catalog.Lifecycle) catalog.Lifecycle { return enterDeleting
 type enterDeleting struct{ catalog.Lifecycle }
 
 func (e enterDeleting) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOptions) (*catalog.Resource, error) {
+	return e.Lifecycle.Delete(ctx, k, withFinalizers(k, opts))
+}
+
+func (e enterDeleting) DeleteMany(ctx context.Context, items []catalog.DeleteItem) ([]*catalog.Resource, []error, error) {
+	items = slices.Clone(items)
+	for i := range items {
+		items[i].Options = withFinalizers(items[i].Key, items[i].Options)
+	}
+	return e.Lifecycle.DeleteMany(ctx, items)
+}
+
+// withFinalizers adds the collector's finalizers to opts, for a resource
+// that is not a Backup.
+func withFinalizers(k catalog.Key, opts catalog.DeleteOptions) catalog.DeleteOptions {
 	if k.Kind != BackupKind {
+		opts.Finalizers = slices.Clone(opts.Finalizers)
 		for _, f := range Finalizers {
 			if !slices.Contains(opts.Finalizers, f) {
 				opts.Finalizers = append(opts.Finalizers, f)
 			}
 		}
 	}
-	return e.Lifecycle.Delete(ctx, k, opts)
+	return opts
 }
 
 // blockingReferrers lists the referrers holding a block reference to r;

@@ -3,7 +3,6 @@ package gc
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -95,23 +94,34 @@ func (c *Collector) runPlugins(ctx context.Context, rs []*catalog.Resource) erro
 		if r == nil || r.Kind == BackupKind || r.Phase != catalog.PhaseDeleting || !slices.Contains(r.Finalizers, catalog.FinalizerDeleteActions) {
 			continue
 		}
-		st := &pluginState{r: r, done: map[string]bool{}, rows: map[string]*catalog.RetryRow{}}
-		p, legacy, err := c.st.LoadProgress(ctx, r.UID)
-		switch {
-		case errors.Is(err, catalog.ErrNotFound):
-		case err != nil:
-			return err
-		default:
+		states = append(states, &pluginState{r: r, done: map[string]bool{}, rows: map[string]*catalog.RetryRow{}})
+	}
+	if len(states) == 0 {
+		return nil
+	}
+	uids := make([]string, len(states))
+	for i, st := range states {
+		uids[i] = st.r.UID
+	}
+	progress, legacies, err := c.st.LoadProgressMany(ctx, uids)
+	if err != nil {
+		return err
+	}
+	if len(progress) != len(states) || len(legacies) != len(states) {
+		return fmt.Errorf("plugin progress: %d of %d resources read back", min(len(progress), len(legacies)), len(states))
+	}
+	for i, st := range states {
+		if p := progress[i]; p != nil {
 			// Only a resource with progress can have rows: the progress
 			// is saved before an outcome is recorded.
-			st.hadState, st.legacy = true, legacy
-			st.dirty = len(legacy) > 0
+			st.hadState, st.legacy = true, legacies[i]
+			st.dirty = len(st.legacy) > 0
 			for name, n := range p.Counts {
 				if n.Done+n.Skipped > 0 {
 					st.done[name] = true
 				}
 			}
-			rows, err := c.cfg.Retry.List(ctx, catalog.RetryFilter{OwnerUID: r.UID, Kind: retry.KindResource})
+			rows, err := c.cfg.Retry.List(ctx, catalog.RetryFilter{OwnerUID: st.r.UID, Kind: retry.KindResource})
 			if err != nil {
 				return err
 			}
@@ -123,10 +133,9 @@ func (c *Collector) runPlugins(ctx context.Context, rs []*catalog.Resource) erro
 				st.rows[row.Plugin] = row
 			}
 		}
-		if st.item, err = Item(r); err != nil {
+		if st.item, err = Item(st.r); err != nil {
 			return err
 		}
-		states = append(states, st)
 	}
 	if len(states) == 0 {
 		return nil
@@ -166,29 +175,48 @@ func (c *Collector) runPlugins(ctx context.Context, rs []*catalog.Resource) erro
 	if _, err := c.cfg.Retry.Record(ctx, outs...); err != nil {
 		return err
 	}
-	for i, r := range rs {
-		for _, st := range states {
-			if st.r != r {
-				continue
-			}
-			if st.stopped {
-				// Rows of the plugins done go; the others wait.
-				if len(st.succeeded) > 0 {
-					if err := c.cfg.Retry.Succeed(ctx, r.Key(), r.UID, st.succeeded); err != nil {
-						return err
-					}
+	// The resources whose plugins are all done lose the finalizer
+	// together, in one transaction.
+	var finished []catalog.Key
+	for _, st := range states {
+		if st.stopped {
+			// Rows of the plugins done go; the others wait.
+			if len(st.succeeded) > 0 {
+				if err := c.cfg.Retry.Succeed(ctx, st.r.Key(), st.r.UID, st.succeeded); err != nil {
+					return err
 				}
-				continue
 			}
-			// Every plugin is done: its rows stay until the purge, which
-			// finishes them (DeletionCompleted when one was a dead
-			// letter), or until the step finds the resource still
-			// waiting on something else (syncRetryRows removes them).
-			nr, err := c.st.RemoveFinalizer(c.actor(ctx), r.Key(), catalog.FinalizerDeleteActions)
-			if err != nil {
-				return err
-			}
-			rs[i] = nr //nolint:gosec // G602: i ranges over rs
+			continue
+		}
+		// Every plugin is done: its rows stay until the purge, which
+		// finishes them (DeletionCompleted when one was a dead letter),
+		// or until the step finds the resource still waiting on
+		// something else (syncRetryRows removes them).
+		finished = append(finished, st.r.Key())
+	}
+	if len(finished) == 0 {
+		return nil
+	}
+	nrs, err := c.st.RemoveFinalizers(c.actor(ctx), finished, catalog.FinalizerDeleteActions)
+	if err != nil {
+		return err
+	}
+	if len(nrs) != len(finished) {
+		return fmt.Errorf("removing the %s finalizer: %d of %d resources returned", catalog.FinalizerDeleteActions, len(nrs), len(finished))
+	}
+	after := make(map[catalog.Key]*catalog.Resource, len(nrs))
+	for i, nr := range nrs {
+		if nr == nil || nr.Key() != finished[i] {
+			return fmt.Errorf("removing the %s finalizer: %s came back as another resource", catalog.FinalizerDeleteActions, finished[i])
+		}
+		after[finished[i]] = nr
+	}
+	for i, r := range rs {
+		if r == nil {
+			continue
+		}
+		if nr, ok := after[r.Key()]; ok && nr.UID == r.UID {
+			rs[i] = nr
 		}
 	}
 	return nil

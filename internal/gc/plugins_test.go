@@ -1,6 +1,7 @@
 package gc_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,58 @@ func TestPluginBlockedAndFailed(t *testing.T) {
 			rows, err = f.st.ListRetries(f.ctx, catalog.RetryFilter{OwnerUID: p.UID})
 			require.NoError(t, err)
 			require.Empty(t, rows, "the row goes when the plugin is done")
+		}
+	})
+}
+
+// TestPluginBatchKeepsEachResourcesProgress: the Deleting dependents a
+// step hands to the plugins as one batch each keep their own progress
+// and retry rows: stepping their owner again runs neither a plugin done
+// on them nor one whose row is not due, on any of them; once due, each
+// plugin has run exactly once on each, and the cascade completes.
+func TestPluginBatchKeepsEachResourcesProgress(t *testing.T) {
+	onDrivers(t, func(t *testing.T, st catalog.Store) {
+		f := newFixture(t, st, true)
+		o := f.res("Deployment", "batch")
+		var pods []*catalog.Resource
+		for i := range 4 {
+			name := fmt.Sprintf("batch-%d", i)
+			pods = append(pods, f.res("Pod", name, ownedBy(o, true)))
+			require.NoError(t, os.WriteFile(filepath.Join(f.locks, name+".fail-b"), nil, 0o600))
+		}
+		count := func(line string) int {
+			n := 0
+			for _, l := range f.recorded() {
+				if l == line {
+					n++
+				}
+			}
+			return n
+		}
+		require.Equal(t, gc.OutcomeStuck, f.del(o, gc.Foreground))
+		for range 2 { // stepped again, in one batch, before the rows are due
+			require.Equal(t, gc.OutcomeStuck, f.drive(o))
+		}
+		for _, p := range pods {
+			x := f.requirePhase(p, catalog.PhaseDeleting)
+			require.Contains(t, x.Finalizers, catalog.FinalizerDeleteActions, "never purged with an unfinished plugin action")
+			require.Equal(t, 1, count("test.lethe.io/a-first|pods/"+p.Namespace+"/"+p.Name), "%s: a done plugin does not run again", p.Name)
+			rows, err := f.st.ListRetries(f.ctx, catalog.RetryFilter{OwnerUID: p.UID})
+			require.NoError(t, err)
+			require.Len(t, rows, 1, p.Name)
+			require.Equal(t, "test.lethe.io/b-second", rows[0].Plugin)
+			require.Equal(t, 1, rows[0].Attempts, "%s: no attempt before the row is due", p.Name)
+		}
+		for _, p := range pods {
+			require.NoError(t, os.Remove(filepath.Join(f.locks, p.Name+".fail-b")))
+		}
+		f.skew.Add(int64(2 * time.Hour)) // every row is due
+		require.Equal(t, gc.OutcomePurged, f.drive(o))
+		f.requirePurged(append(pods, o)...)
+		for _, p := range pods {
+			for _, pl := range []string{"a-first", "b-second"} {
+				require.Equal(t, 1, count("test.lethe.io/"+pl+"|pods/"+p.Namespace+"/"+p.Name), "%s on %s", pl, p.Name)
+			}
 		}
 	})
 }

@@ -34,6 +34,21 @@ func (s *enterFirst) Delete(ctx context.Context, k catalog.Key, opts catalog.Del
 	return s.Store.Delete(ctx, k, opts)
 }
 
+// DeleteMany: the other collector moves the key first here too, just
+// before the batch's write.
+func (s *enterFirst) DeleteMany(ctx context.Context, items []catalog.DeleteItem) ([]*catalog.Resource, []error, error) {
+	for _, it := range items {
+		if it.Key == s.key && !s.won {
+			s.won = true
+			if _, err := s.Store.Delete(ctx, it.Key, catalog.DeleteOptions{Propagation: catalog.Propagation(gc.Foreground),
+				Finalizers: []string{catalog.FinalizerCascade}, Reason: "another collector"}); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return s.Store.DeleteMany(ctx, items)
+}
+
 // TestForegroundOwnerWaitsForADependentAnotherStepMovedToDeleting: when
 // another step moved a blocking dependent to Deleting first (the owner's
 // own move is refused), the owner still waits for it; it once dropped

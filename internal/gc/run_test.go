@@ -47,8 +47,17 @@ func TestRunFollowsTheFeed(t *testing.T) {
 		early := f.res("Widget", "early")
 		_, err := gc.EnterDeleting(f.st).Delete(f.ctx, early.Key(), catalog.DeleteOptions{})
 		require.NoError(t, err)
+		// In a batch too: each gets the collector's finalizers.
+		many := []*catalog.Resource{f.res("Widget", "early-1"), f.res("Widget", "early-2")}
+		out, errs, err := gc.EnterDeleting(f.st).DeleteMany(f.ctx, []catalog.DeleteItem{{Key: many[0].Key()},
+			{Key: many[1].Key(), Options: catalog.DeleteOptions{Finalizers: []string{"example.com/own"}}}})
+		require.NoError(t, err)
+		require.Equal(t, []error{nil, nil}, errs)
+		require.Equal(t, gc.Finalizers, out[0].Finalizers)
+		require.Equal(t, append([]string{"example.com/own"}, gc.Finalizers...), out[1].Finalizers)
+		require.NoError(t, gc.Finalize(f.ctx, f.st, many[1].Key(), "example.com/own"))
 		runCollector(t, f.c)
-		f.waitPurged(early)
+		f.waitPurged(append(many, early)...)
 
 		o := f.res("Schedule", "nightly")
 		a := f.res("Backupset", "a", ownedBy(o, true), finalizer("example.com/drain"))

@@ -149,6 +149,8 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 		// the catalog finds held take the step by step path.
 		var fast []catalog.CollectItem
 		slow := map[string]*catalog.Resource{}
+		// The dependents to move to Deleting, in one write at the end.
+		var pend []pendingEnter
 		// Dependents enter Deleting Foreground under a Foreground owner,
 		// Background otherwise.
 		childProp := Background
@@ -223,6 +225,12 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 					return result{}, err
 				}
 			}
+			if d.Kind != BackupKind {
+				// Moved with the others of the step, in one write.
+				pend, entered, w.dependents = c.enterCascadeLater(pend, r, d, childProp,
+					"owner "+r.Key().String()+" deleted ("+string(policy)+")"+inCascadeOf(r), block, entered, w.dependents)
+				continue
+			}
 			nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")"+inCascadeOf(r))
 			if errors.Is(err, catalog.ErrInvalidTransition) {
 				// Moved on meanwhile (another step moved it to Deleting):
@@ -262,6 +270,13 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 						return result{}, err
 					}
 				}
+				if d.Kind != BackupKind {
+					edge := ownerEdge(d, r.UID)
+					pend, entered, w.dependents = c.enterCascadeLater(pend, r, d, childProp,
+						"owner "+r.Key().String()+" deleted ("+string(policy)+")"+inCascadeOf(r),
+						edge != nil && policy == Foreground && edge.BlockOwnerDeletion, entered, w.dependents)
+					continue
+				}
 				nd, err := c.enterCascade(ctx, r, d, childProp, "owner "+r.Key().String()+" deleted ("+string(policy)+")"+inCascadeOf(r))
 				if errors.Is(err, catalog.ErrInvalidTransition) {
 					if edge := ownerEdge(d, r.UID); edge != nil && policy == Foreground && edge.BlockOwnerDeletion {
@@ -279,6 +294,9 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 					w.dependents = append(w.dependents, nd)
 				}
 			}
+		}
+		if entered, w.dependents, err = c.enterBatch(ctx, pend, entered, w.dependents); err != nil {
+			return result{}, err
 		}
 	}
 
@@ -362,6 +380,18 @@ func (c *Collector) stepResourceOnce(ctx context.Context, r *catalog.Resource, d
 		}
 		if err := c.runPlugins(ctx, fresh); err != nil {
 			return result{}, err
+		}
+		// Each is stepped as the plugins left it (without the
+		// delete-actions finalizer when they are all done): its purge
+		// then takes the cascade finalizer in the same write.
+		after := make(map[string]*catalog.Resource, len(fresh))
+		for _, d := range fresh {
+			after[d.UID] = d
+		}
+		for i, d := range entered {
+			if nd, ok := after[d.UID]; ok {
+				entered[i] = nd
+			}
 		}
 		gone := map[string]bool{}
 		waiting := map[string]*catalog.Resource{}

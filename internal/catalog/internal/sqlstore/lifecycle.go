@@ -65,6 +65,11 @@ func (s *Store) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOp
 	if err := validPropagation(opts.Propagation); err != nil {
 		return nil, err
 	}
+	return s.mutate(ctx, s.deletion(ctx, k, opts))
+}
+
+// deletion is Delete's mutation.
+func (s *Store) deletion(ctx context.Context, k catalog.Key, opts catalog.DeleteOptions) mutation {
 	action := "delete"
 	if opts.Force {
 		action = "force-delete"
@@ -72,7 +77,7 @@ func (s *Store) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOp
 	if opts.Action != "" {
 		action = opts.Action
 	}
-	return s.mutate(ctx, mutation{key: k, action: action, actor: catalog.ActorFrom(ctx), reason: opts.Reason, rootDetails: true,
+	return mutation{key: k, action: action, actor: catalog.ActorFrom(ctx), reason: opts.Reason, rootDetails: true,
 		enqueue: opts.Enqueue,
 		guard: func(ctx context.Context, q Querier, cur *catalog.Resource) error {
 			return s.heldByPeers(ctx, q, cur, catalog.PhaseDeleting)
@@ -105,7 +110,7 @@ func (s *Store) Delete(ctx context.Context, k catalog.Key, opts catalog.DeleteOp
 				}
 			}
 			return cur, nil
-		}})
+		}}
 }
 
 func cmpOr[T comparable](vs ...T) T {

@@ -120,78 +120,9 @@ type mutation struct {
 func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, error) {
 	var out, cur *catalog.Resource
 	err := s.writeTx(ctx, func(q Querier) error {
-		ver, c, err := s.lockAndGet(ctx, q, 1, m.key)
-		if err != nil {
-			return err
-		}
-		// Dated once the catalog's version lock is held, so that the
-		// audit log's times follow its order (a time taken before the
-		// wait for the lock could be earlier than the entry before it),
-		// and the fence is checked as of the write.
-		now := s.clock()
-		if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
-			return err
-		}
-		cur = c
-		if m.guard != nil {
-			if err := m.guard(ctx, q, cur); err != nil {
-				return err
-			}
-		}
-		next, err := m.apply(clone(cur), now)
-		if err != nil {
-			return err
-		}
-		next.ResourceVersion = ver
-		next.UpdatedAt = now
-		doc, err := encode(next)
-		if err != nil {
-			return err
-		}
-		ch := changeStmt(catalog.EventUpdated, ver, next, doc)
-		stmts := []Stmt{rowStmt(next, doc)}
-		if m.rewriteEdges {
-			stmts = append(stmts,
-				Stmt{SQL: `DELETE FROM owner_edges WHERE dependent_uid = $1`, Args: []any{next.UID}},
-				Stmt{SQL: `DELETE FROM reference_edges WHERE referrer_uid = $1`, Args: []any{next.UID}})
-			stmts = append(stmts, edgeStmts(next)...)
-		}
-		details := m.details
-		if m.rootDetails && next.DeletionRoot != nil && len(details) == 0 {
-			if details, err = rootDetails(next.DeletionRoot); err != nil {
-				return err
-			}
-		}
-		reason := m.reason
-		if m.changes && reason == "" {
-			reason = "changed: " + changedFields(cur, next)
-		}
-		stmts = append(stmts, ch, auditStmt(catalog.AuditEntry{Time: now, Actor: m.actor, Action: m.action,
-			Kind: next.Kind, Namespace: next.Namespace, Name: next.Name, UID: next.UID,
-			FromPhase: cur.Phase, ToPhase: next.Phase, Reason: reason, Details: details}))
-		if m.rewriteEdges && grewEdges(cur, next) {
-			// A new edge: the cycle check reads the rows just written.
-			if err := q.ExecBatch(ctx, stmts); err != nil {
-				return err
-			}
-			if err := s.checkCycles(ctx, q, []*catalog.Resource{next}); err != nil {
-				return err
-			}
-			stmts = nil
-		}
-		if m.enqueue != "" {
-			stmts = append(stmts, workStmt(catalog.WorkItem{Queue: m.enqueue, Key: next.UID}, now))
-		}
-		if err := q.ExecBatch(ctx, append(stmts, s.b.Notify()...)); err != nil {
-			return err
-		}
-		if m.enqueue != "" {
-			if err := s.b.NotifyWake(ctx, q, m.enqueue); err != nil {
-				return err
-			}
-		}
-		out = next
-		return nil
+		var err error
+		out, cur, err = s.mutateIn(ctx, q, m, s.b.Notify())
+		return err
 	})
 	if errors.Is(err, errNoop) {
 		return cur, nil
@@ -203,6 +134,83 @@ func (s *Store) mutate(ctx context.Context, m mutation) (*catalog.Resource, erro
 		s.wakeLocal(m.enqueue)
 	}
 	return out, nil
+}
+
+// mutateIn is mutate's write in the transaction q: it returns the new
+// state and the one it replaced (errNoop: nothing written). tail is sent
+// with its last statements.
+func (s *Store) mutateIn(ctx context.Context, q Querier, m mutation, tail []Stmt) (out, cur *catalog.Resource, err error) {
+	ver, c, err := s.lockAndGet(ctx, q, 1, m.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Dated once the catalog's version lock is held, so that the
+	// audit log's times follow its order (a time taken before the
+	// wait for the lock could be earlier than the entry before it),
+	// and the fence is checked as of the write.
+	now := s.clock()
+	if err := s.checkFence(ctx, q, catalog.FenceFrom(ctx), now); err != nil {
+		return nil, nil, err
+	}
+	cur = c
+	if m.guard != nil {
+		if err := m.guard(ctx, q, cur); err != nil {
+			return nil, cur, err
+		}
+	}
+	next, err := m.apply(clone(cur), now)
+	if err != nil {
+		return nil, cur, err
+	}
+	next.ResourceVersion = ver
+	next.UpdatedAt = now
+	doc, err := encode(next)
+	if err != nil {
+		return nil, cur, err
+	}
+	ch := changeStmt(catalog.EventUpdated, ver, next, doc)
+	stmts := []Stmt{rowStmt(next, doc)}
+	if m.rewriteEdges {
+		stmts = append(stmts,
+			Stmt{SQL: `DELETE FROM owner_edges WHERE dependent_uid = $1`, Args: []any{next.UID}},
+			Stmt{SQL: `DELETE FROM reference_edges WHERE referrer_uid = $1`, Args: []any{next.UID}})
+		stmts = append(stmts, edgeStmts(next)...)
+	}
+	details := m.details
+	if m.rootDetails && next.DeletionRoot != nil && len(details) == 0 {
+		if details, err = rootDetails(next.DeletionRoot); err != nil {
+			return nil, cur, err
+		}
+	}
+	reason := m.reason
+	if m.changes && reason == "" {
+		reason = "changed: " + changedFields(cur, next)
+	}
+	stmts = append(stmts, ch, auditStmt(catalog.AuditEntry{Time: now, Actor: m.actor, Action: m.action,
+		Kind: next.Kind, Namespace: next.Namespace, Name: next.Name, UID: next.UID,
+		FromPhase: cur.Phase, ToPhase: next.Phase, Reason: reason, Details: details}))
+	if m.rewriteEdges && grewEdges(cur, next) {
+		// A new edge: the cycle check reads the rows just written.
+		if err := q.ExecBatch(ctx, stmts); err != nil {
+			return nil, cur, err
+		}
+		if err := s.checkCycles(ctx, q, []*catalog.Resource{next}); err != nil {
+			return nil, cur, err
+		}
+		stmts = nil
+	}
+	if m.enqueue != "" {
+		stmts = append(stmts, workStmt(catalog.WorkItem{Queue: m.enqueue, Key: next.UID}, now))
+	}
+	if err := q.ExecBatch(ctx, append(stmts, tail...)); err != nil {
+		return nil, cur, err
+	}
+	if m.enqueue != "" {
+		if err := s.b.NotifyWake(ctx, q, m.enqueue); err != nil {
+			return nil, cur, err
+		}
+	}
+	return next, cur, nil
 }
 
 // rootDetails is the details of an audit entry naming a cascade's root:
