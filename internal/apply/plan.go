@@ -39,8 +39,13 @@ type item struct {
 	// visited by write's walk, owners first.
 	visited bool
 	// peerRefs are the document's references to resources on peers:
-	// forward edges added once the resource is written (peers.go).
-	peerRefs []catalog.PeerReference
+	// forward edges added once the resource is written (peers.go);
+	// peerDrops the stored ones it no longer has, removed then;
+	// storedPeerRefs the stored ones, read with the resource, until it
+	// is planned.
+	peerRefs       []catalog.PeerReference
+	peerDrops      []*catalog.PeerReference
+	storedPeerRefs []*catalog.PeerReference
 	// labels and annotations of desired, folded (see fold).
 	labels, annotations []string
 	// sameBody: the stored resource has the document's labels,
@@ -211,7 +216,7 @@ func (e *Engine) read(ctx context.Context, items []*item) error {
 				Owners: cur.Owners, References: cur.References, Status: cur.Status, Conditions: cur.Conditions}
 		}
 	}
-	return nil
+	return e.readPeerReferences(ctx, items)
 }
 
 // ready reports whether it can be planned now as it would be in input
@@ -245,6 +250,7 @@ func (e *Engine) planOne(ctx context.Context, p *plan, it *item) error {
 	if err := e.planItem(ctx, p, it); err != nil {
 		return err
 	}
+	it.reportPeerDrops()
 	if it.cur != nil {
 		it.cur.Status, it.cur.Conditions = nil, nil
 	}
@@ -424,7 +430,7 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 	if it.letheErr != nil {
 		return it.letheErr
 	}
-	if err := e.planPeerReferences(ctx, it); err != nil {
+	if err := e.planPeerReferences(it); err != nil {
 		return err
 	}
 	// The sync filter, and what bundles own.
