@@ -22,6 +22,7 @@ import (
 type PeerReferences interface {
 	AddPeerReference(ctx context.Context, ref catalog.PeerReference) (*catalog.PeerReference, error)
 	PeerReferencesOf(ctx context.Context, referrerUIDs []string) ([]*catalog.PeerReference, error)
+	PeerReferrers(ctx context.Context) ([]string, error)
 	RemovePeerReference(ctx context.Context, ref catalog.PeerReference) (bool, error)
 }
 
@@ -33,17 +34,46 @@ type PeerRef struct {
 	State catalog.PeerEdgeState `json:"state,omitempty"`
 }
 
+// peerPlan is an item's part in references to peers.
+type peerPlan struct {
+	// refs are the document's references to resources on peers: forward
+	// edges added once the resource is written; drops the stored ones it
+	// no longer has, removed then; stored the stored ones, read with the
+	// resource, until it is planned.
+	refs          []catalog.PeerReference
+	drops, stored []*catalog.PeerReference
+}
+
+// peerOf is it's peerPlan, made when first needed.
+func (it *item) peerOf() *peerPlan {
+	if it.peer == nil {
+		it.peer = &peerPlan{}
+	}
+	return it.peer
+}
+
 // readPeerReferences reads the stored forward edges of the stored
-// resources of items: one query per chunk, kept only on the items that
-// have some.
-func (e *Engine) readPeerReferences(ctx context.Context, items []*item) error {
+// resources of items, kept only on the items that have some. The
+// referrers that have edges are read once per apply (p.referrers), so a
+// chunk of resources without any costs no query.
+func (e *Engine) readPeerReferences(ctx context.Context, p *plan, items []*item) error {
 	if e.fed == nil {
 		return nil
 	}
+	if p.referrers == nil {
+		uids, err := e.fed.PeerReferrers(ctx)
+		if err != nil {
+			return err
+		}
+		p.referrers = make(map[string]bool, len(uids))
+		for _, u := range uids {
+			p.referrers[u] = true
+		}
+	}
 	byUID := map[string]*item{}
-	uids := make([]string, 0, len(items))
+	var uids []string
 	for _, it := range items {
-		if it.cur != nil {
+		if it.cur != nil && p.referrers[it.cur.UID] {
 			byUID[it.cur.UID] = it
 			uids = append(uids, it.cur.UID)
 		}
@@ -57,7 +87,8 @@ func (e *Engine) readPeerReferences(ctx context.Context, items []*item) error {
 	}
 	for _, s := range edges {
 		if it := byUID[s.Referrer.UID]; it != nil {
-			it.storedPeerRefs = append(it.storedPeerRefs, s)
+			pp := it.peerOf()
+			pp.stored = append(pp.stored, s)
 		}
 	}
 	return nil
@@ -68,8 +99,10 @@ func (e *Engine) readPeerReferences(ctx context.Context, items []*item) error {
 func (e *Engine) planPeerReferences(it *item) error {
 	d := it.doc
 	refs := d.PeerReferences()
-	stored := it.storedPeerRefs
-	it.storedPeerRefs = nil
+	var stored []*catalog.PeerReference
+	if it.peer != nil {
+		stored, it.peer.stored = it.peer.stored, nil
+	}
 	n := 0
 	for i, r := range d.References {
 		field := fmt.Sprintf("references[%d]", i)
@@ -91,7 +124,9 @@ func (e *Engine) planPeerReferences(it *item) error {
 			}
 		}
 	}
-	it.peerRefs = refs
+	if len(refs) > 0 {
+		it.peerOf().refs = refs
+	}
 	if it.readOnly {
 		return nil // apply does not change it: its edges stay
 	}
@@ -104,7 +139,8 @@ func (e *Engine) planPeerReferences(it *item) error {
 			}
 		}
 		if !kept {
-			it.peerDrops = append(it.peerDrops, s)
+			pp := it.peerOf()
+			pp.drops = append(pp.drops, s)
 		}
 	}
 	return nil
@@ -113,11 +149,14 @@ func (e *Engine) planPeerReferences(it *item) error {
 // reportPeerDrops puts the planned removals in the item's change, unless
 // nothing is written for it (the sync filter).
 func (it *item) reportPeerDrops() {
-	if it.skipped || it.change.Action == Skipped {
-		it.peerDrops = nil
+	if it.peer == nil {
 		return
 	}
-	for _, s := range it.peerDrops {
+	if it.skipped || it.change.Action == Skipped {
+		it.peer.drops = nil
+		return
+	}
+	for _, s := range it.peer.drops {
 		it.change.PeerReferencesRemoved = append(it.change.PeerReferencesRemoved, PeerRef{Peer: s.Peer, Target: s.Target, State: s.State})
 	}
 }
@@ -127,17 +166,20 @@ func (it *item) reportPeerDrops() {
 // unchanged), each with its message in the outbox.
 func (e *Engine) syncPeerReferences(ctx context.Context, p *plan) error {
 	for _, it := range p.items {
+		if it.peer == nil {
+			continue
+		}
 		if it.skipped || it.change.Action == Skipped {
 			it.change.PeerReferencesRemoved = nil // left as it is (adoption found it Deleting)
 			continue
 		}
-		for _, s := range it.peerDrops {
+		for _, s := range it.peer.drops {
 			if _, err := e.fed.RemovePeerReference(ctx, *s); err != nil {
 				return fmt.Errorf("%s: removing the reference to %s on peer %s: %w (the resources were applied; apply again to remove it)",
 					it.change.Key(), s.Target, termtext.Quote(s.Peer), err)
 			}
 		}
-		for _, ref := range it.peerRefs {
+		for _, ref := range it.peer.refs {
 			if _, err := e.fed.AddPeerReference(ctx, ref); err != nil {
 				return fmt.Errorf("%s: reference to %s on peer %s: %w (the resources were applied; apply again to add it)",
 					it.change.Key(), ref.Target, termtext.Quote(ref.Peer), err)

@@ -38,14 +38,10 @@ type item struct {
 	skipped bool
 	// visited by write's walk, owners first.
 	visited bool
-	// peerRefs are the document's references to resources on peers:
-	// forward edges added once the resource is written (peers.go);
-	// peerDrops the stored ones it no longer has, removed then;
-	// storedPeerRefs the stored ones, read with the resource, until it
-	// is planned.
-	peerRefs       []catalog.PeerReference
-	peerDrops      []*catalog.PeerReference
-	storedPeerRefs []*catalog.PeerReference
+	// peer is what the item has to do with references to resources on
+	// peers (peers.go); nil for most items (one word, not three slices:
+	// an apply plans tens of thousands, and the collector scans them).
+	peer *peerPlan
 	// labels and annotations of desired, folded (see fold).
 	labels, annotations []string
 	// sameBody: the stored resource has the document's labels,
@@ -84,6 +80,9 @@ type plan struct {
 	// packed holds the desired state of the planned creates until the
 	// write (see pack).
 	packed manifest.Packed
+	// referrers are the uids of the stored resources that have edges to
+	// peers (read once, peers.go).
+	referrers map[string]bool
 }
 
 // plan plans the n documents of docs, taking them in order a chunk at a
@@ -120,7 +119,7 @@ func (e *Engine) plan(ctx context.Context, n int, docs iter.Seq[*manifest.Docume
 			opts.Progress(first, n+members)
 		}
 		chunk := p.items[first:]
-		if err := e.read(ctx, chunk); err != nil {
+		if err := e.read(ctx, p, chunk); err != nil {
 			return err
 		}
 		for _, it := range chunk {
@@ -194,7 +193,7 @@ func (e *Engine) plan(ctx context.Context, n int, docs iter.Seq[*manifest.Docume
 
 // read reads the stored resources of items (a few queries, not one per
 // item), compares each with its document and keeps it slim.
-func (e *Engine) read(ctx context.Context, items []*item) error {
+func (e *Engine) read(ctx context.Context, p *plan, items []*item) error {
 	keys := make([]catalog.Key, len(items))
 	for i, it := range items {
 		keys[i] = it.doc.Key()
@@ -216,7 +215,7 @@ func (e *Engine) read(ctx context.Context, items []*item) error {
 				Owners: cur.Owners, References: cur.References, Status: cur.Status, Conditions: cur.Conditions}
 		}
 	}
-	return e.readPeerReferences(ctx, items)
+	return e.readPeerReferences(ctx, p, items)
 }
 
 // ready reports whether it can be planned now as it would be in input

@@ -119,6 +119,9 @@ type Federation interface {
 	// PeerReferencesOf lists the forward edges of the referrers
 	// referrerUIDs (none when it is empty), by referrer, peer and target.
 	PeerReferencesOf(ctx context.Context, referrerUIDs []string) ([]*PeerReference, error)
+	// PeerReferrers lists the UIDs of the referrers that have forward
+	// edges, in order (apply reads the edges of only those).
+	PeerReferrers(ctx context.Context) ([]string, error)
 	// RemovePeerReference removes the forward edge of ref.Referrer.UID to
 	// ref.Target on ref.Peer, in one transaction with its audit entry
 	// (AuditPeerReferenceRemoved) and what its peer must be told: a

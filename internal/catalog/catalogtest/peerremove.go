@@ -148,8 +148,15 @@ func testRemovedPeerReferenceIsDroppedOnItsPeer(t *testing.T, newStore NewStoreF
 	}
 	assert.Equal(t, 6, n, "each removal is audited once")
 
+	rs, err := f.s.PeerReferrers(f.ctx)
+	require.NoError(t, err)
+	assert.Empty(t, rs, "no referrer has an edge left")
+
 	// Bad input changes nothing.
 	kept := add("kept")
+	rs, err = f.s.PeerReferrers(f.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{app.UID}, rs)
 	bad := *kept
 	bad.Referrer.UID = ""
 	_, err = f.s.RemovePeerReference(f.ctx, bad)

@@ -49,6 +49,24 @@ ORDER BY referrer_uid, peer, target_kind, target_namespace, target_name`, args..
 	return out, nil
 }
 
+// PeerReferrers implements catalog.Store.
+func (s *Store) PeerReferrers(ctx context.Context) ([]string, error) {
+	rows, err := s.b.Reader().Query(ctx, `SELECT DISTINCT referrer_uid FROM peer_references ORDER BY referrer_uid`)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			return nil, s.mapErr(err)
+		}
+		out = append(out, u)
+	}
+	return out, s.mapErr(rows.Err())
+}
+
 // RemovePeerReference implements catalog.Store.
 func (s *Store) RemovePeerReference(ctx context.Context, ref catalog.PeerReference) (bool, error) {
 	if ref.Referrer.UID == "" || ref.Peer == "" || ref.Target.Kind == "" || ref.Target.Name == "" {
