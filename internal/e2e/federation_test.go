@@ -339,3 +339,98 @@ func TestImpostorPeerGetsNoBackReference(t *testing.T) {
 	require.Equal(t, "Unreachable", a.State, "%+v", a)
 	require.Contains(t, a.Error, `peer eu does not know peer asia`)
 }
+
+// TestRemovedPeerReferenceDropsTheBackReference: applying a referrer
+// again without its peer: reference removes the edge on us and tells eu,
+// which drops the stub; the target can then be deleted there. A dry run
+// shows the removal and changes nothing. A reference removed while it is
+// still Pending (eu down, its registration tried and unanswered) leaves
+// eu with no stub either, once everything queued is delivered.
+func TestRemovedPeerReferenceDropsTheBackReference(t *testing.T) {
+	ca := newTestCA(t)
+	usAddr, euAddr := freePort(t), freePort(t)
+	us := newFedPeer(t, ca, "us", "us", usAddr, "eu="+euAddr)
+	eu := newFedPeer(t, ca, "eu", "eu", euAddr, "us="+usAddr+",accept")
+	const (
+		usersDB    = "kind: Database\nmetadata: {name: users, namespace: shop}\n"
+		apiApp     = "kind: App\nmetadata: {name: api, namespace: shop}\nreferences:\n- {kind: Database, namespace: shop, name: users, peer: eu, onTargetDelete: block}\n"
+		apiBare    = "kind: App\nmetadata: {name: api, namespace: shop}\n"
+		webBare    = "kind: App\nmetadata: {name: web, namespace: shop}\n"
+		removedWeb = "reference to Database/shop/orders on peer eu removed"
+	)
+	require.Equal(t, 0, eu.apply(t, ordersDB+"---\n"+usersDB).code)
+	r := us.apply(t, webApp("eu", "block"))
+	require.Equal(t, 0, r.code, "%s", r)
+	r = us.apply(t, apiApp)
+	require.Equal(t, 0, r.code, "%s", r)
+
+	// eu is down: us tries both registrations and gets no answer.
+	usSrv := us.server(t)
+	fedEventually(t, "an unanswered attempt", func() bool {
+		p := us.peers(t, false)["eu"]
+		return p.LastError != "" && p.References.Pending == 2
+	}, usSrv)
+	// api drops its reference while it is Pending.
+	r = us.apply(t, apiBare)
+	require.Equal(t, 0, r.code, "%s", r)
+	require.Contains(t, r.stdout, "reference to Database/shop/users on peer eu removed")
+	require.Equal(t, 1, us.peers(t, false)["eu"].References.Pending)
+
+	// eu is back: web's reference is acknowledged; api's was withdrawn
+	// before any answer, and once us has nothing left to send, eu holds
+	// no stub for it.
+	euSrv := eu.server(t)
+	fedEventually(t, "web's edge Acknowledged and the outbox empty", func() bool {
+		p := us.peers(t, false)["eu"]
+		return p.References.Acknowledged == 1 && p.References.Pending == 0 && p.PendingMessages == 0
+	}, usSrv, euSrv)
+	require.Equal(t, 1, eu.peers(t, false)["us"].BackReferences, "only web's stub")
+	eu.ok("delete", "Database", "users", "-n", "shop", "--yes", "--wait")
+
+	// A dry run shows web's removal and changes nothing.
+	f := filepath.Join(us.dir, "web-bare.yaml")
+	require.NoError(t, os.WriteFile(f, []byte(webBare), 0o600))
+	r = us.ok("apply", "-f", f, "--federation", us.file, "--dry-run", "-o", "json")
+	var rep struct {
+		DryRun  bool `json:"dryRun"`
+		Changes []struct {
+			Action  string `json:"action"`
+			Removed []struct {
+				Peer   string `json:"peer"`
+				Target struct{ Kind, Namespace, Name string }
+				State  string `json:"state"`
+			} `json:"peerReferencesRemoved"`
+		} `json:"changes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), "%s", r)
+	require.True(t, rep.DryRun)
+	require.Len(t, rep.Changes, 1, "%s", r)
+	require.Len(t, rep.Changes[0].Removed, 1, "%s", r)
+	require.Equal(t, "eu", rep.Changes[0].Removed[0].Peer)
+	require.Equal(t, "orders", rep.Changes[0].Removed[0].Target.Name)
+	require.Equal(t, "Acknowledged", rep.Changes[0].Removed[0].State)
+	r = us.ok("apply", "-f", f, "--federation", us.file, "--dry-run")
+	require.Contains(t, r.stdout, removedWeb)
+	require.Contains(t, r.stdout, "Dry run, nothing changed: 1 unchanged, 1 reference to a peer removed.")
+	time.Sleep(time.Second) // a drop queued by mistake would be on its way
+	require.Equal(t, 1, us.peers(t, false)["eu"].References.Acknowledged, "the dry run removed nothing")
+	require.Equal(t, 1, eu.peers(t, false)["us"].BackReferences)
+
+	// The apply removes it; eu is told, drops the stub, and its target can
+	// be deleted.
+	r = us.ok("apply", "-f", f, "--federation", us.file)
+	require.Contains(t, r.stdout, removedWeb)
+	fedEventually(t, "the back-reference on eu to be dropped", func() bool {
+		return eu.peers(t, false)["us"].BackReferences == 0
+	}, usSrv, euSrv)
+	p := us.peers(t, false)["eu"]
+	require.Equal(t, 0, p.References.Acknowledged+p.References.Pending, "%+v", p)
+	r = us.ok("audit", "--kind", "App", "-o", "json")
+	require.Contains(t, r.stdout, `"peer-reference-removed"`)
+	r = eu.ok("audit", "--kind", "Database", "-o", "json")
+	require.Contains(t, r.stdout, `"back-reference-dropped"`)
+	eu.ok("delete", "Database", "orders", "-n", "shop", "--yes", "--wait")
+	r = eu.run("get", "Database", "orders", "-n", "shop")
+	require.NotEqual(t, 0, r.code, "purged: %s", r)
+	us.ok("get", "App", "web", "-n", "shop") // the referrer lives on
+}
