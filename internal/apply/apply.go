@@ -170,10 +170,6 @@ type Change struct {
 	DueAt *time.Time `json:"dueAt,omitempty"`
 	// Reason says why a resource was skipped, scheduled or deleted.
 	Reason string `json:"reason,omitempty"`
-	// PeerReferencesRemoved are the references to resources on peers
-	// that the resource had and its document no longer has: their edges
-	// are removed and each peer is told to drop its back-reference.
-	PeerReferencesRemoved []PeerRef `json:"peerReferencesRemoved,omitempty"`
 }
 
 // Key is the changed resource's key.
@@ -293,7 +289,7 @@ func (e *Engine) apply(ctx context.Context, n int, docs iter.Seq[*manifest.Docum
 	if err := e.adopt(ctx, p); err != nil {
 		return res, err
 	}
-	if err := e.syncPeerReferences(ctx, p); err != nil {
+	if err := e.addPeerReferences(ctx, p); err != nil {
 		return res, err
 	}
 	if err := e.prune(ctx, p); err != nil {
@@ -312,16 +308,6 @@ func (r *Result) Summary() string {
 		if n := r.Count(a); n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, a))
 		}
-	}
-	n := 0
-	for _, c := range r.Changes {
-		n += len(c.PeerReferencesRemoved)
-	}
-	switch {
-	case n == 1:
-		parts = append(parts, "1 reference to a peer removed")
-	case n > 1:
-		parts = append(parts, fmt.Sprintf("%d references to peers removed", n))
 	}
 	return cmp.Or(strings.Join(parts, ", "), "nothing to do")
 }

@@ -30,10 +30,9 @@ type item struct {
 	skipped bool
 	// visited by write's walk, owners first.
 	visited bool
-	// peer is what the item has to do with references to resources on
-	// peers (peers.go); nil for most items (one word, not three slices:
-	// an apply plans tens of thousands, and the collector scans them).
-	peer *peerPlan
+	// peerRefs are the document's references to resources on peers:
+	// forward edges added once the resource is written (peers.go).
+	peerRefs []catalog.PeerReference
 	// labels and annotations of desired, folded (see fold).
 	labels, annotations []string
 	// sameBody: the stored resource has the document's labels,

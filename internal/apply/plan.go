@@ -27,9 +27,6 @@ type plan struct {
 	// packed holds the desired state of the planned creates until the
 	// write (see pack).
 	packed manifest.Packed
-	// referrers are the uids of the stored resources that have edges to
-	// peers (read once, peers.go).
-	referrers map[string]bool
 }
 
 // plan plans the n documents of docs, taking them in order a chunk at a
@@ -66,7 +63,7 @@ func (e *Engine) plan(ctx context.Context, n int, docs iter.Seq[*manifest.Docume
 			opts.Progress(first, n+members)
 		}
 		chunk := p.items[first:]
-		if err := e.read(ctx, p, chunk); err != nil {
+		if err := e.read(ctx, chunk); err != nil {
 			return err
 		}
 		for _, it := range chunk {
@@ -140,7 +137,7 @@ func (e *Engine) plan(ctx context.Context, n int, docs iter.Seq[*manifest.Docume
 
 // read reads the stored resources of items (a few queries, not one per
 // item), compares each with its document and keeps it slim.
-func (e *Engine) read(ctx context.Context, p *plan, items []*item) error {
+func (e *Engine) read(ctx context.Context, items []*item) error {
 	keys := make([]catalog.Key, len(items))
 	for i, it := range items {
 		keys[i] = it.doc.Key()
@@ -162,7 +159,7 @@ func (e *Engine) read(ctx context.Context, p *plan, items []*item) error {
 				Owners: cur.Owners, References: cur.References, Status: cur.Status, Conditions: cur.Conditions}
 		}
 	}
-	return e.readPeerReferences(ctx, p, items)
+	return nil
 }
 
 // ready reports whether it can be planned now as it would be in input
@@ -196,7 +193,6 @@ func (e *Engine) planOne(ctx context.Context, p *plan, it *item) error {
 	if err := e.planItem(ctx, p, it); err != nil {
 		return err
 	}
-	it.reportPeerDrops()
 	if it.cur != nil {
 		it.cur.Status, it.cur.Conditions = nil, nil
 	}

@@ -18,7 +18,7 @@ func (e *Engine) planItem(ctx context.Context, p *plan, it *item) error {
 	if it.letheErr != nil {
 		return it.letheErr
 	}
-	if err := e.planPeerReferences(it); err != nil {
+	if err := e.planPeerReferences(ctx, it); err != nil {
 		return err
 	}
 	// The sync filter, and what bundles own.

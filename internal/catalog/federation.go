@@ -64,12 +64,9 @@ const (
 	// PeerMsgRegisterBackReference asks the peer to store a stub; its
 	// Body is the PeerReference.
 	PeerMsgRegisterBackReference PeerMessageType = "RegisterBackReference"
-	// PeerMsgDropBackReference tells the peer that a reference is gone
-	// (its referrer purged, or the reference removed from it): it drops
-	// the stub registered with the same IdempotencyKey. Its Body is the
-	// PeerReference, as it was when it went. It is not claimed while the
-	// registration with the same key is still pending (in flight), so it
-	// never overtakes it.
+	// PeerMsgDropBackReference tells the peer that a referrer is purged:
+	// it drops the stub registered with the same IdempotencyKey. Its Body
+	// is the PeerReference, as it was when its referrer was purged.
 	PeerMsgDropBackReference PeerMessageType = "DropBackReference"
 )
 
@@ -116,22 +113,6 @@ type Federation interface {
 	// PeerReferences lists the forward edges of a referrer (every edge
 	// when referrerUID is empty), by peer and target.
 	PeerReferences(ctx context.Context, referrerUID string) ([]*PeerReference, error)
-	// PeerReferencesOf lists the forward edges of the referrers
-	// referrerUIDs (none when it is empty), by referrer, peer and target.
-	PeerReferencesOf(ctx context.Context, referrerUIDs []string) ([]*PeerReference, error)
-	// PeerReferrers lists the UIDs of the referrers that have forward
-	// edges, in order (apply reads the edges of only those).
-	PeerReferrers(ctx context.Context) ([]string, error)
-	// RemovePeerReference removes the forward edge of ref.Referrer.UID to
-	// ref.Target on ref.Peer, in one transaction with its audit entry
-	// (AuditPeerReferenceRemoved) and what its peer must be told: a
-	// registration not in flight is cancelled, and unless the peer can
-	// hold no stub for it (the registration was never sent, or it was
-	// Refused) a DropBackReference is queued. When ref.IdempotencyKey is
-	// set it must be the stored edge's (ErrConflict: the edge was
-	// replaced since it was read). An edge not stored is not an error:
-	// removed is false.
-	RemovePeerReference(ctx context.Context, ref PeerReference) (removed bool, err error)
 	// ClaimPeerMessages leases up to limit due messages of the outbox;
 	// each claim counts an attempt and gets a new Lease.
 	ClaimPeerMessages(ctx context.Context, holder string, ttl time.Duration, limit int) ([]*PeerMessage, error)
@@ -141,9 +122,7 @@ type Federation interface {
 	// ErrLeaseLost if the message was claimed again since.
 	AnswerPeerMessage(ctx context.Context, id, lease int64, a PeerAnswer) error
 	// RetryPeerMessage puts the claim (id, lease) off to next with lastErr:
-	// no answer came, so nothing about the edge changes. A registration
-	// whose edge is gone (removed or purged while it was in flight) is
-	// cancelled instead of put off.
+	// no answer came, so nothing about the edge changes.
 	RetryPeerMessage(ctx context.Context, id, lease int64, next time.Time, lastErr string) error
 	// PeerMessages lists the outbox of peer (every peer when empty),
 	// oldest first.
@@ -181,10 +160,6 @@ const (
 	// the stub went (on the target), in the name of the referrer's peer.
 	AuditPeerReferenceDropped = "peer-reference-dropped"
 	AuditBackReferenceDropped = "back-reference-dropped"
-	// AuditPeerReferenceRemoved: a forward edge was removed from its
-	// living referrer (apply of a manifest without it), and its peer is
-	// told to drop the stub if it may hold one (on the referrer).
-	AuditPeerReferenceRemoved = "peer-reference-removed"
 	// ActorPeerPrefix prefixes the actor of what a peer asked for.
 	ActorPeerPrefix = "peer:"
 )

@@ -225,31 +225,16 @@ type changeView struct {
 	ResourceVersion int64         `json:"resourceVersion,omitempty"`
 	DueAt           *time.Time    `json:"dueAt,omitempty"`
 	Reason          string        `json:"reason,omitempty"`
-	// PeerReferencesRemoved: references to peers the document no longer
-	// has, whose edges apply removes (a dry run: would remove).
-	PeerReferencesRemoved []peerRefView `json:"peerReferencesRemoved,omitempty"`
-}
-
-// peerRefView is a reference to a resource on a peer.
-type peerRefView struct {
-	Peer   string                `json:"peer"`
-	Target view.Key              `json:"target"`
-	State  catalog.PeerEdgeState `json:"state,omitempty"`
 }
 
 func newApplyReportView(res *apply.Result) applyReportView {
 	v := applyReportView{DryRun: res.DryRun, Changes: []changeView{}}
 	for _, c := range res.Changes {
-		cv := changeView{
+		v.Changes = append(v.Changes, changeView{
 			Resource: view.Key{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, UID: c.UID},
 			Action:   c.Action, Source: c.Source, Bundle: c.Bundle, Member: c.Member, Phase: c.Phase,
 			ResourceVersion: c.ResourceVersion, DueAt: c.DueAt, Reason: c.Reason,
-		}
-		for _, r := range c.PeerReferencesRemoved {
-			cv.PeerReferencesRemoved = append(cv.PeerReferencesRemoved, peerRefView{Peer: r.Peer, State: r.State,
-				Target: view.Key{Kind: r.Target.Kind, Namespace: r.Target.Namespace, Name: r.Target.Name}})
-		}
-		v.Changes = append(v.Changes, cv)
+		})
 	}
 	return v
 }
@@ -269,9 +254,6 @@ func printApply(a *app, format string, res *apply.Result) error {
 		}
 		if c.Reason != "" {
 			detail = append(detail, c.Reason)
-		}
-		for _, r := range c.PeerReferencesRemoved {
-			detail = append(detail, fmt.Sprintf("reference to %s on peer %s removed", r.Target, r.Peer))
 		}
 		t.row(string(c.Action), termtext.Quote(c.Kind), termtext.Quote(dash(c.Namespace)), termtext.Quote(c.Name), termtext.Quote(dash(strings.Join(detail, "; "))))
 	}

@@ -147,8 +147,7 @@ func ValidateDrop(req *federationv1.DropBackReferenceRequest) error {
 	return refErr("target", req.GetTarget(), false)
 }
 
-// dropRequest is the wire form of an edge that went (its referrer purged,
-// or the reference removed from it).
+// dropRequest is the wire form of a purged referrer's edge.
 func dropRequest(self string, ref *catalog.PeerReference) (*federationv1.DropBackReferenceRequest, error) {
 	req := &federationv1.DropBackReferenceRequest{
 		FromPeer:       self,

@@ -115,8 +115,6 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("BackReferenceHoldsItsTarget", func(t *testing.T) { testBackReferenceHoldsItsTarget(t, newStore) })
 	t.Run("PurgedReferrerDropsItsPeerEdges", func(t *testing.T) { testPurgedReferrerDropsItsPeerEdges(t, newStore) })
 	t.Run("DroppedBackReferenceFreesItsTarget", func(t *testing.T) { testDroppedBackReferenceFreesItsTarget(t, newStore) })
-	t.Run("RemovedPeerReferenceIsDroppedOnItsPeer", func(t *testing.T) { testRemovedPeerReferenceIsDroppedOnItsPeer(t, newStore) })
-	t.Run("RemovePeerReferenceIsFenced", func(t *testing.T) { testRemovePeerReferenceIsFenced(t, newStore) })
 	t.Run("Tokens", func(t *testing.T) { testTokens(t, newStore) })
 	t.Run("ExchangeLogin", func(t *testing.T) { testExchangeLogin(t, newStore) })
 }

@@ -263,9 +263,9 @@ func (s *Store) heldByPeers(ctx context.Context, q Querier, cur *catalog.Resourc
 
 // peerEdgesGone runs in the transaction that purges the resources uids:
 // their forward edges go with them, and each peer that may hold a stub
-// for one (an edge not Refused) is told, through the outbox, to drop it
-// (dropEdgeStmts: a registration not in flight is cancelled, and one
-// never sent needs no drop).
+// for one (an edge not Refused) is told, through the outbox, to drop it.
+// A registration not yet sent and not in flight is cancelled: it can
+// have made no stub.
 func (s *Store) peerEdgesGone(ctx context.Context, q Querier, uids []string, now time.Time) error {
 	for len(uids) > 0 {
 		n := min(len(uids), 500)
@@ -302,11 +302,22 @@ func (s *Store) peerEdgesGone(ctx context.Context, q Querier, uids []string, now
 			if e.State == catalog.PeerEdgeRefused {
 				continue // the peer said no: it holds no stub
 			}
-			drop, err := dropEdgeStmts(e, now)
+			stmts = append(stmts, Stmt{SQL: `UPDATE peer_messages SET state = $1, available_at = NULL, last_error = $2
+WHERE peer = $3 AND type = $4 AND idempotency_key = $5 AND state = $6 AND holder = '' AND attempts = 0`,
+				Args: []any{string(catalog.NotificationFailed), "cancelled: its referrer was purged before it was sent",
+					e.Peer, string(catalog.PeerMsgRegisterBackReference), e.IdempotencyKey, string(catalog.NotificationPending)}})
+			body, err := json.Marshal(e)
 			if err != nil {
 				return err
 			}
-			stmts = append(append(stmts, drop...),
+			stmts = append(stmts,
+				Stmt{SQL: `INSERT INTO peer_messages (peer, type, idempotency_key, epoch, body, state, next_attempt_at, available_at, created_at)
+SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS TEXT), 0, CAST($4 AS TEXT), CAST($5 AS TEXT),
+  CAST($6 AS BIGINT), CAST($6 AS BIGINT), CAST($6 AS BIGINT) WHERE EXISTS (
+  SELECT 1 FROM peer_messages WHERE peer = $1 AND type = $7 AND idempotency_key = $3 AND (state <> $8 OR attempts > 0))
+ON CONFLICT (peer, type, idempotency_key, epoch) DO NOTHING`,
+					Args: []any{e.Peer, string(catalog.PeerMsgDropBackReference), e.IdempotencyKey, string(body),
+						string(catalog.NotificationPending), now.UnixNano(), string(catalog.PeerMsgRegisterBackReference), string(catalog.NotificationFailed)}},
 				auditStmt(catalog.AuditEntry{Time: now, Actor: catalog.ActorFrom(ctx), Action: catalog.AuditPeerReferenceDropped,
 					Kind: e.Referrer.Kind, Namespace: e.Referrer.Namespace, Name: e.Referrer.Name, UID: e.Referrer.UID,
 					FromPhase: catalog.PhaseDeleting, ToPhase: catalog.PhasePurged,
@@ -354,7 +365,7 @@ func (s *Store) DropBackReference(ctx context.Context, b catalog.BackReference) 
 			{SQL: `DELETE FROM peer_back_references WHERE peer = $1 AND idempotency_key = $2`, Args: []any{b.Peer, b.IdempotencyKey}},
 			auditStmt(catalog.AuditEntry{Time: now, Actor: catalog.ActorPeerPrefix + old.Peer, Action: catalog.AuditBackReferenceDropped,
 				Kind: old.Target.Kind, Namespace: old.Target.Namespace, Name: old.Target.Name, UID: uid, FromPhase: phase, ToPhase: phase,
-				Reason: "no longer referenced by " + old.Referrer.String() + " on peer " + old.Peer, Details: details}),
+				Reason: "no longer referenced by " + old.Referrer.String() + " on peer " + old.Peer + " (purged there)", Details: details}),
 		})
 	})
 	if err != nil {

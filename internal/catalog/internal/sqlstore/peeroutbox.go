@@ -48,10 +48,7 @@ func queryPeerMsgs(ctx context.Context, q Querier, sql string, args ...any) ([]*
 	return out, rows.Err()
 }
 
-// ClaimPeerMessages implements catalog.Store. A DropBackReference is not
-// claimed while the registration of the same key is pending: its edge
-// went while it was in flight, and the drop must not overtake it (a
-// registration delivered after its drop would leave a stub behind).
+// ClaimPeerMessages implements catalog.Store.
 func (s *Store) ClaimPeerMessages(ctx context.Context, holder string, ttl time.Duration, limit int) ([]*catalog.PeerMessage, error) {
 	if holder == "" {
 		return nil, fmt.Errorf("%w: empty lease holder", catalog.ErrInvalid)
@@ -64,15 +61,12 @@ func (s *Store) ClaimPeerMessages(ctx context.Context, holder string, ttl time.D
 	err := s.writeTx(ctx, func(q Querier) error {
 		var err error
 		out, err = queryPeerMsgs(ctx, q, `WITH picked AS (
-    SELECT id FROM peer_messages m WHERE available_at IS NOT NULL AND available_at <= $1
-      AND NOT (type = $5 AND EXISTS (SELECT 1 FROM peer_messages r
-        WHERE r.peer = m.peer AND r.type = $6 AND r.idempotency_key = m.idempotency_key AND r.state = $7))
+    SELECT id FROM peer_messages WHERE available_at IS NOT NULL AND available_at <= $1
     ORDER BY available_at, id LIMIT $2`+s.d.SkipLocked+`
 )
 UPDATE peer_messages SET holder = $3, lease_expires_at = $4, available_at = $4, lease = lease + 1, attempts = attempts + 1
 WHERE id IN (SELECT id FROM picked) RETURNING `+peerMsgColumns,
-			now.UnixNano(), max(limit, 1), holder, now.Add(ttl).UnixNano(),
-			string(catalog.PeerMsgDropBackReference), string(catalog.PeerMsgRegisterBackReference), string(catalog.NotificationPending))
+			now.UnixNano(), max(limit, 1), holder, now.Add(ttl).UnixNano())
 		return err
 	})
 	if err != nil {
@@ -135,33 +129,17 @@ func prefixed(p, s string) string {
 	return p + s
 }
 
-// RetryPeerMessage implements catalog.Store. A registration whose edge
-// is gone (removed or purged while it was in flight) is cancelled
-// instead: sent again after its drop, it would leave a stub behind.
+// RetryPeerMessage implements catalog.Store.
 func (s *Store) RetryPeerMessage(ctx context.Context, id, lease int64, next time.Time, lastErr string) error {
 	now := s.clock()
 	if next.IsZero() {
 		next = now
 	}
 	err := s.writeTx(ctx, func(q Querier) error {
-		m, err := s.claimedPeerMsg(ctx, q, id, lease)
-		if err != nil {
+		if _, err := s.claimedPeerMsg(ctx, q, id, lease); err != nil {
 			return err
 		}
-		if m.Type == catalog.PeerMsgRegisterBackReference {
-			var n int
-			if err := q.QueryRow(ctx, `SELECT count(*) FROM peer_references WHERE idempotency_key = $1`, m.IdempotencyKey).Scan(&n); err != nil {
-				return err
-			}
-			if n == 0 {
-				// Its edge went while it was in flight: it is not sent
-				// again, and the drop queued for it may go now.
-				_, err := q.Exec(ctx, `UPDATE peer_messages SET state = $1, available_at = NULL, last_error = $2, holder = '', lease_expires_at = 0
-WHERE id = $3`, string(catalog.NotificationFailed), "cancelled: its reference is gone (removed, or its referrer purged); last error: "+lastErr, id)
-				return err
-			}
-		}
-		_, err = q.Exec(ctx, `UPDATE peer_messages SET next_attempt_at = $1, available_at = $1, last_error = $2, holder = '', lease_expires_at = 0
+		_, err := q.Exec(ctx, `UPDATE peer_messages SET next_attempt_at = $1, available_at = $1, last_error = $2, holder = '', lease_expires_at = 0
 WHERE id = $3`, next.UnixNano(), lastErr, id)
 		return err
 	})

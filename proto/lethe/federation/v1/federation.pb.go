@@ -7,8 +7,7 @@
 //
 // Implemented so far: RegisterBackReference, the intent → acknowledgement
 // exchange that creates a back-reference stub; DropBackReference, which
-// removes it once its reference is gone (the referrer purged, or the
-// reference removed from it); Ping. PrepareDelete, Blocked,
+// removes it once its referrer is purged; Ping. PrepareDelete, Blocked,
 // Complete, Abort and the tombstone are designed (docs/federation.md) and
 // not yet part of the service.
 
@@ -298,7 +297,7 @@ func (x *RegisterBackReferenceResponse) GetReason() string {
 	return ""
 }
 
-// DropBackReferenceRequest says that a reference is gone.
+// DropBackReferenceRequest says that a referrer is gone.
 type DropBackReferenceRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	FromPeer string                 `protobuf:"bytes,1,opt,name=from_peer,json=fromPeer,proto3" json:"from_peer,omitempty"`

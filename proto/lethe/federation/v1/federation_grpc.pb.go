@@ -7,8 +7,7 @@
 //
 // Implemented so far: RegisterBackReference, the intent → acknowledgement
 // exchange that creates a back-reference stub; DropBackReference, which
-// removes it once its reference is gone (the referrer purged, or the
-// reference removed from it); Ping. PrepareDelete, Blocked,
+// removes it once its referrer is purged; Ping. PrepareDelete, Blocked,
 // Complete, Abort and the tombstone are designed (docs/federation.md) and
 // not yet part of the service.
 
@@ -50,7 +49,7 @@ type PeerServiceClient interface {
 	// changes nothing. A transport or authentication error is no answer.
 	RegisterBackReference(ctx context.Context, in *RegisterBackReferenceRequest, opts ...grpc.CallOption) (*RegisterBackReferenceResponse, error)
 	// DropBackReference asks the target's peer to drop the stub that the
-	// calling peer registered with idempotency_key: its reference is gone.
+	// calling peer registered with idempotency_key: its referrer is gone.
 	// A peer drops only its own stubs; a stub already gone is an answer
 	// too (dropped is false), so a replay changes nothing.
 	DropBackReference(ctx context.Context, in *DropBackReferenceRequest, opts ...grpc.CallOption) (*DropBackReferenceResponse, error)
@@ -109,7 +108,7 @@ type PeerServiceServer interface {
 	// changes nothing. A transport or authentication error is no answer.
 	RegisterBackReference(context.Context, *RegisterBackReferenceRequest) (*RegisterBackReferenceResponse, error)
 	// DropBackReference asks the target's peer to drop the stub that the
-	// calling peer registered with idempotency_key: its reference is gone.
+	// calling peer registered with idempotency_key: its referrer is gone.
 	// A peer drops only its own stubs; a stub already gone is an answer
 	// too (dropped is false), so a replay changes nothing.
 	DropBackReference(context.Context, *DropBackReferenceRequest) (*DropBackReferenceResponse, error)
