@@ -149,19 +149,8 @@ func (s *Store) lockMany(ctx context.Context, q Querier, keys []catalog.Key) (ma
 	out := make(map[catalog.Key]*catalog.Resource, len(keys))
 	for start := 0; start < len(keys); start += getManyChunk {
 		chunk := keys[start:min(start+getManyChunk, len(keys))]
-		var b strings.Builder
-		b.WriteString(`SELECT doc FROM resources WHERE (kind, namespace, name) IN (VALUES `)
-		args := make([]any, 0, 3*len(chunk))
-		for i, k := range chunk {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			n := 3 * i
-			b.WriteString("($" + strconv.Itoa(n+1) + ", $" + strconv.Itoa(n+2) + ", $" + strconv.Itoa(n+3) + ")")
-			args = append(args, k.Kind, k.Namespace, k.Name)
-		}
-		b.WriteString(")" + s.d.ForUpdate)
-		if err := eachDoc(ctx, q, b.String(), args, func(doc string) error {
+		sql, args := docsByKey(chunk, s.d.ForUpdate)
+		if err := eachDoc(ctx, q, sql, args, func(doc string) error {
 			r, err := decodeResource(doc)
 			if err == nil {
 				out[r.Key()] = r
